@@ -1,0 +1,69 @@
+package checkpointd
+
+import (
+	"errors"
+	"strings"
+)
+
+// Sentinel errors of the domain. Every layer wraps them with %w; the API maps
+// each to one HTTP status and one stable problem code (api/errors.go).
+var (
+	ErrNotFound            = errors.New("not found")
+	ErrInvalidRequest      = errors.New("invalid request")
+	ErrInvalidCheckpoint   = errors.New("invalid checkpoint")
+	ErrRunSuperseded       = errors.New("run superseded")
+	ErrRunActive           = errors.New("session has an active run")
+	ErrSessionEnded        = errors.New("session ended")
+	ErrGone                = errors.New("gone")
+	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+	ErrIdempotencyInFlight = errors.New("idempotency key is being processed")
+	ErrLeaseHeld           = errors.New("lease held")
+	ErrLeaseLost           = errors.New("lease lost")
+	ErrDraining            = errors.New("draining")
+	ErrDrainBlocked        = errors.New("drain blocked")
+	ErrUnauthorized        = errors.New("unauthorized")
+	ErrForbidden           = errors.New("forbidden")
+	ErrStoreUnavailable    = errors.New("store unavailable")
+)
+
+// Problem is one reason a request or document was rejected, located by a
+// JSON pointer-like path ("/workspace/head").
+type Problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// ValidationError carries the problems found in a request or a checkpoint
+// document. It matches its Kind (ErrInvalidRequest or ErrInvalidCheckpoint)
+// with errors.Is.
+type ValidationError struct {
+	Kind     error
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Kind.Error())
+	for i, p := range e.Problems {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		if p.Path != "" {
+			b.WriteString(p.Path + ": ")
+		}
+		b.WriteString(p.Message)
+	}
+	return b.String()
+}
+
+func (e *ValidationError) Unwrap() error { return e.Kind }
+
+// Invalid returns a ValidationError of kind ErrInvalidRequest with one problem.
+func Invalid(path, message string) error {
+	return &ValidationError{Kind: ErrInvalidRequest, Problems: []Problem{{Path: path, Message: message}}}
+}
+
+// ErrInvalidJSON reports a request body that is not well-formed JSON.
+var ErrInvalidJSON = errors.New("malformed JSON")

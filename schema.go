@@ -1,0 +1,368 @@
+package checkpointd
+
+import (
+	"bytes"
+	_ "embed" // the published schema is compiled into the binary
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// CheckpointSchemaJSON is the JSON Schema (draft 2020-12) of checkpoint
+// documents, schema v1: the file docs/schema/checkpoint.v1.json, served at
+// GET /v1/schema/checkpoint. DecodeDocument validates against exactly these
+// bytes. Callers must not modify it.
+//
+//go:embed docs/schema/checkpoint.v1.json
+var CheckpointSchemaJSON []byte
+
+const checkpointSchemaURL = "https://checkpointd.dev/schema/checkpoint.v1.json"
+
+// maxDocumentProblems caps the problems one rejection reports: enough to fix a
+// document in one round trip, not enough to make a hostile document cost a
+// large response.
+const maxDocumentProblems = 20
+
+// checkpointSchema is compiled once at init: the schema is embedded, so a
+// schema that does not compile is a build defect and must stop the binary
+// before it serves anything.
+var checkpointSchema = mustCompileSchema(checkpointSchemaURL, CheckpointSchemaJSON)
+
+func mustCompileSchema(url string, src []byte) *jsonschema.Schema {
+	sch, err := compileSchema(url, src, true)
+	if err != nil {
+		panic(fmt.Sprintf("checkpointd: embedded schema %s: %v", url, err))
+	}
+	return sch
+}
+
+func compileSchema(url string, src []byte, inline bool) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(src))
+	if err != nil {
+		return nil, err
+	}
+	if root, ok := doc.(map[string]any); ok && inline {
+		if defs, ok := root["$defs"].(map[string]any); ok {
+			doc = inlineLocalRefs(root, defs)
+		}
+	}
+	c := jsonschema.NewCompiler()
+	// Draft 2020-12 treats format as an annotation by default; a
+	// timestamp that is not one must be rejected, not stored.
+	c.AssertFormat()
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+// inlineLocalRefs replaces every {"$ref": "#/$defs/x", …} by the
+// definition merged with the keywords beside the $ref. The published schema
+// keeps its $defs for readability; the validator evaluates a $ref as a
+// separate subschema, which cost a third of its allocations. The schema's
+// definitions hold no $ref and share no assertion keyword with the sites
+// that use them, so the merge means the same thing.
+func inlineLocalRefs(v any, defs map[string]any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		if ref, ok := v["$ref"].(string); ok {
+			name, local := strings.CutPrefix(ref, "#/$defs/")
+			if def, found := defs[name].(map[string]any); local && found {
+				maps.Copy(out, def)
+			} else {
+				out["$ref"] = ref
+			}
+		}
+		for k, e := range v {
+			if k != "$ref" {
+				out[k] = inlineLocalRefs(e, defs)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = inlineLocalRefs(e, defs)
+		}
+		return out
+	}
+	return v
+}
+
+// DecodeDocument parses and validates a checkpoint document. It returns the
+// generic JSON tree (numbers as json.Number), which the caller redacts and
+// digests, and the typed Document.
+//
+// Errors: raw that is not a single well-formed UTF-8 JSON value (including
+// trailing data after it) wraps ErrInvalidJSON. Anything else that is wrong
+// is a *ValidationError of kind ErrInvalidCheckpoint listing up to 20
+// problems, each located by the JSON pointer of the offending value (for an
+// unknown or missing field, the pointer of that field): a top level that is
+// not an object, a schema violation (docs/schema/checkpoint.v1.json), or a
+// role or stage that wf does not configure. Problem messages never repeat
+// the offending value, which may be a secret, except a role or stage name.
+func DecodeDocument(raw []byte, wf Workflow) (tree map[string]any, doc *Document, err error) {
+	v, err := decodeJSONValue(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	tree, ok := v.(map[string]any)
+	if !ok {
+		return nil, nil, checkpointProblems([]Problem{{Path: "", Message: "must be a JSON object"}})
+	}
+	// Out-of-range numbers are screened first because the validator does
+	// exact (big.Rat) arithmetic, which a literal like 1e999999 makes slow.
+	problems := outOfRangeNumbers(tree, make([]string, 0, 8), nil)
+	if len(problems) == 0 {
+		problems = schemaProblems(checkpointSchema.Validate(tree))
+		problems = append(problems, workflowProblems(tree, wf, problems)...)
+	}
+	if len(problems) > 0 {
+		return nil, nil, checkpointProblems(problems)
+	}
+	// Decoding the canonical form rather than the raw bytes turns integers
+	// written as 1.0 or 1e2, which the schema accepts, into int64-able
+	// literals; DisallowUnknownFields guards against the schema and the
+	// struct drifting apart.
+	canon, err := CanonicalJSON(tree)
+	if err != nil {
+		return nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document cannot be encoded canonically"}})
+	}
+	dec := json.NewDecoder(bytes.NewReader(canon))
+	dec.DisallowUnknownFields()
+	doc = new(Document)
+	if err := dec.Decode(doc); err != nil {
+		return nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document does not fit schema v1: " + err.Error()}})
+	}
+	return tree, doc, nil
+}
+
+// decodeJSONValue decodes exactly one JSON value, keeping numbers exact.
+func decodeJSONValue(raw []byte) (any, error) {
+	// encoding/json silently replaces invalid UTF-8 with U+FFFD, which
+	// would give two different bodies the same tree and digest.
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("%w: not valid UTF-8", ErrInvalidJSON)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: empty document", ErrInvalidJSON)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
+	}
+	off := dec.InputOffset()
+	if rest := bytes.TrimLeft(raw[off:], " \t\r\n"); len(rest) > 0 {
+		return nil, fmt.Errorf("%w: unexpected data after the JSON value at byte %d", ErrInvalidJSON, len(raw)-len(rest))
+	}
+	return v, nil
+}
+
+func checkpointProblems(problems []Problem) *ValidationError {
+	slices.SortFunc(problems, func(a, b Problem) int {
+		if c := comparePointers(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Message, b.Message)
+	})
+	problems = slices.Compact(problems)
+	if len(problems) > maxDocumentProblems {
+		more := len(problems) - (maxDocumentProblems - 1)
+		problems = append(problems[:maxDocumentProblems-1], Problem{Message: fmt.Sprintf("%d more problems not shown", more)})
+	}
+	return &ValidationError{Kind: ErrInvalidCheckpoint, Problems: problems}
+}
+
+// comparePointers orders JSON pointers token by token, array indexes
+// numerically, so /evidence/2 comes before /evidence/10.
+func comparePointers(a, b string) int {
+	for a != "" && b != "" {
+		var ta, tb string
+		ta, a = nextPointerToken(a)
+		tb, b = nextPointerToken(b)
+		if ta == tb {
+			continue
+		}
+		if isIndexToken(ta) && isIndexToken(tb) && len(ta) != len(tb) {
+			return len(ta) - len(tb) // indexes have no leading zeros
+		}
+		return strings.Compare(ta, tb)
+	}
+	return len(a) - len(b)
+}
+
+func isIndexToken(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if !isCanonDigit(t[i]) {
+			return false
+		}
+	}
+	return t != ""
+}
+
+func nextPointerToken(p string) (tok, rest string) {
+	p = p[1:] // every non-empty pointer starts with '/'
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
+}
+
+// jsonPointer formats reference tokens as a JSON pointer (RFC 6901).
+func jsonPointer(tokens ...string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		if strings.ContainsAny(t, "~/") {
+			t = strings.NewReplacer("~", "~0", "/", "~1").Replace(t)
+		}
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// outOfRangeNumbers reports numbers no field of schema v1 could accept and
+// that would be expensive to check exactly: over 64 characters, or beyond
+// 10^±400.
+func outOfRangeNumbers(v any, path []string, out []Problem) []Problem {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			out = outOfRangeNumbers(e, append(path, k), out)
+		}
+	case []any:
+		for i, e := range v {
+			switch e.(type) {
+			case map[string]any, []any, json.Number:
+				out = outOfRangeNumbers(e, append(path, strconv.Itoa(i)), out)
+			}
+		}
+	case json.Number:
+		_, _, exp, ok := splitNumber(string(v))
+		if !ok || len(v) > 64 || exp > 400 || exp < -400 {
+			out = append(out, Problem{Path: jsonPointer(path...), Message: "number is out of range"})
+		}
+	}
+	return out
+}
+
+// workflowProblems checks role and stage against the configured workflow,
+// unless the schema already rejected them.
+func workflowProblems(tree map[string]any, wf Workflow, found []Problem) []Problem {
+	var out []Problem
+	check := func(field string, configured []string, has func(string) bool) {
+		name, ok := tree[field].(string)
+		if !ok || has(name) || slices.ContainsFunc(found, func(p Problem) bool { return p.Path == "/"+field }) {
+			return
+		}
+		out = append(out, Problem{
+			Path:    "/" + field,
+			Message: fmt.Sprintf("%s %q is not configured; configured %ss: %s", field, name, field, strings.Join(configured, ", ")),
+		})
+	}
+	check("role", wf.Roles, wf.HasRole)
+	check("stage", wf.Stages, wf.HasStage)
+	return out
+}
+
+// schemaProblems flattens the validator's tree of errors to its leaves, the
+// causes a writer can act on.
+func schemaProblems(err error) []Problem {
+	if err == nil {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return []Problem{{Message: "document could not be validated"}}
+	}
+	var out []Problem
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			out = append(out, leafProblems(e)...)
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(verr)
+	return out
+}
+
+// patternMessages explains the schema's patterns in words; a test checks
+// that every pattern in the schema has an entry.
+var patternMessages = map[string]string{
+	`^[A-Za-z0-9_.:-]{1,64}$`:                       "must be 1 to 64 characters of A-Z, a-z, 0-9, _ . : -",
+	`^[a-z][a-z0-9_.-]{0,63}$`:                      "must be a lowercase letter followed by up to 63 of a-z, 0-9, _ . -",
+	`^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$`: "must be owner/name, each 1 to 100 characters of A-Z, a-z, 0-9, _ . -",
+	`^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$`:           "must be a full commit id: 40 or 64 hexadecimal digits",
+	`^[^\x00-\x1F\x7F]*$`:                           "must not contain control characters",
+}
+
+// leafProblems turns one leaf error into problems. Messages are written
+// here rather than taken from the validator because its messages quote the
+// offending value, which may be a secret.
+func leafProblems(e *jsonschema.ValidationError) []Problem {
+	at := jsonPointer(e.InstanceLocation...)
+	switch k := e.ErrorKind.(type) {
+	case *kind.AdditionalProperties:
+		out := make([]Problem, 0, len(k.Properties))
+		for _, p := range k.Properties {
+			out = append(out, Problem{Path: jsonPointer(append(slices.Clip(e.InstanceLocation), p)...), Message: "unknown field"})
+		}
+		return out
+	case *kind.Required:
+		out := make([]Problem, 0, len(k.Missing))
+		for _, p := range k.Missing {
+			out = append(out, Problem{Path: jsonPointer(append(slices.Clip(e.InstanceLocation), p)...), Message: "required field is missing"})
+		}
+		return out
+	}
+	return []Problem{{Path: at, Message: leafMessage(e.ErrorKind)}}
+}
+
+func leafMessage(ek jsonschema.ErrorKind) string {
+	switch k := ek.(type) {
+	case *kind.Type:
+		return fmt.Sprintf("must be of type %s, not %s", strings.Join(k.Want, " or "), k.Got)
+	case *kind.Const:
+		return fmt.Sprintf("must be %v", k.Want)
+	case *kind.Pattern:
+		if m, ok := patternMessages[k.Want]; ok {
+			return m
+		}
+		return fmt.Sprintf("must match the pattern %s", k.Want)
+	case *kind.Format:
+		if k.Want == "date-time" {
+			return "must be an RFC 3339 date-time, e.g. 2026-03-01T12:00:00Z"
+		}
+		return "must be a valid " + k.Want
+	case *kind.MinLength:
+		return fmt.Sprintf("must be at least %d characters long", k.Want)
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters long (is %d)", k.Want, k.Got)
+	case *kind.Minimum:
+		return "must be at least " + k.Want.RatString()
+	case *kind.Maximum:
+		return "must be at most " + k.Want.RatString()
+	case *kind.MaxItems:
+		return fmt.Sprintf("must have at most %d items (has %d)", k.Want, k.Got)
+	case *kind.MinItems:
+		return fmt.Sprintf("must have at least %d items", k.Want)
+	default:
+		return fmt.Sprintf("fails the %q constraint", strings.Join(ek.KeywordPath(), "/"))
+	}
+}
