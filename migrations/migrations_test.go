@@ -1,0 +1,170 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
+	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/store/storetest"
+)
+
+func names(t *testing.T, d migrations.Dialect) []string {
+	t.Helper()
+	fsys, err := migrations.FS(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestDialectsHaveTheSameMigrations(t *testing.T) {
+	sqlite, pg := names(t, migrations.SQLite), names(t, migrations.Postgres)
+	if len(sqlite) == 0 {
+		t.Fatal("no migrations embedded")
+	}
+	if diff := cmp.Diff(sqlite, pg); diff != "" {
+		t.Errorf("migration files differ between dialects (-sqlite +postgres):\n%s", diff)
+	}
+}
+
+func dialect(b storetest.Backend) migrations.Dialect {
+	if b == storetest.Postgres {
+		return migrations.Postgres
+	}
+	return migrations.SQLite
+}
+
+func openDB(t *testing.T, b storetest.Backend, url string) *sql.DB {
+	t.Helper()
+	driver, dsn := "postgres", url
+	if b == storetest.SQLite {
+		driver, dsn = "sqlite", "file:"+url+"?_pragma=foreign_keys(1)"
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestUpgradeFromEveryVersion takes a database to each earlier version,
+// fills it with the data a daemon of that version wrote (testdata/seed), and
+// migrates it to the latest: the data must still read through the store.
+func TestUpgradeFromEveryVersion(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		latest := int64(len(names(t, dialect(b))))
+		for from := int64(0); from <= latest; from++ {
+			url := storetest.URL(t, b)
+			db := openDB(t, b, url)
+			p, err := migrations.Provider(ctx, dialect(b), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if from > 0 {
+				if _, err := p.UpTo(ctx, from); err != nil {
+					t.Fatalf("migrate to %d: %v", from, err)
+				}
+			}
+			seeded := seed(t, db, from)
+			got, err := migrations.Up(ctx, dialect(b), db)
+			if err != nil {
+				t.Fatalf("migrate %d → latest: %v", from, err)
+			}
+			if got != latest {
+				t.Fatalf("version %d after migrating, want %d", got, latest)
+			}
+			if pending, err := migrations.Pending(ctx, dialect(b), db); err != nil || pending {
+				t.Fatalf("pending after Up: %v %v", pending, err)
+			}
+			if seeded {
+				checkSeed(t, url)
+			}
+		}
+	})
+}
+
+// seed applies the seed written for version v, if there is one.
+func seed(t *testing.T, db *sql.DB, v int64) bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "seed", strings.Repeat("0", 5-len(itoa(v)))+itoa(v)+".sql"))
+	if os.IsNotExist(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range strings.Split(string(b), ";\n") {
+		if strings.TrimSpace(stripComments(stmt)) == "" {
+			continue
+		}
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("seed v%d: %v\n%s", v, err, stmt)
+		}
+	}
+	return true
+}
+
+func stripComments(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func itoa(v int64) string {
+	if v == 0 {
+		return "0"
+	}
+	s := ""
+	for ; v > 0; v /= 10 {
+		s = string(rune('0'+v%10)) + s
+	}
+	return s
+}
+
+func checkSeed(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	sess, err := s.GetSession(ctx, "ses_seed1")
+	if err != nil {
+		t.Fatalf("seeded session unreadable after migrating: %v", err)
+	}
+	if sess.Repo != "Acme/Widgets" || sess.PR != 34 || sess.CurrentRun == nil || sess.CurrentRun.ID != "run_seed1" ||
+		sess.Latest == nil || sess.Latest.Seq != 2 {
+		t.Fatalf("seeded session changed: %+v", sess)
+	}
+	cp, err := s.GetCheckpoint(ctx, "ses_seed1", 1)
+	if err != nil || cp.Stage != "planned" || cp.Digest != "hmac-sha256:v1:aa" {
+		t.Fatalf("seeded checkpoint 1: %+v %v", cp, err)
+	}
+	evs, err := s.ListEvents(ctx, "ses_seed1", 0, 10)
+	if err != nil || len(evs) != 4 {
+		t.Fatalf("seeded events: %d %v", len(evs), err)
+	}
+	if fp, ok, err := s.Setting(ctx, store.SettingKeyFingerprint); err != nil || !ok || fp != "sha256:0011223344556677" {
+		t.Fatalf("key fingerprint: %q %v %v", fp, ok, err)
+	}
+}

@@ -1,0 +1,267 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// CheckpointWrite is a checkpoint ready to persist: decoded, validated and
+// redacted by the caller.
+type CheckpointWrite struct {
+	SessionID string
+	// Doc is the redacted document.
+	Doc        *checkpointd.Document
+	Digest     string
+	Redactions int
+	// InScope, when set, must accept the session's repo: the caller's token
+	// scope is checked on the row the write locks, without a second read.
+	InScope func(repo string) bool
+	// Idempotency, when set, records the response under a claimed key.
+	Idempotency *Idempotency
+}
+
+// advanceSession claims the next checkpoint and event seqs and moves the
+// session's binding (PR, branch, head) to what the checkpoint says, but only
+// for the session's current run at its fencing token: the row lock this
+// takes serialises concurrent writers of one session.
+const advanceSession = `
+UPDATE sessions SET
+    checkpoint_seq = checkpoint_seq + 1,
+    event_seq = event_seq + 1,
+    updated_at = ?,
+    pr = COALESCE(?, pr),
+    branch = COALESCE(?, branch),
+    worktree = COALESCE(?, worktree),
+    head = ?
+WHERE id = ? AND state = 'active' AND current_run_id = ? AND run_seq = ?
+RETURNING checkpoint_seq, event_seq, repo, role, validity`
+
+const insertCheckpoint = `
+INSERT INTO checkpoints (session_id, seq, parent_seq, run_id, fencing_token, created_at, stage,
+    branch, head, digest, redactions, complete, missing, document, sealed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// WriteCheckpoint appends an immutable checkpoint as the session's next seq,
+// with its event, in one transaction. The writer must be the session's
+// current run at its fencing token; completeness is judged here, inside the
+// transaction, because it depends on the leases held at write time.
+// Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded,
+// ErrInvalidCheckpoint (target or role not the session's), ErrStoreUnavailable.
+func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkpointd.Checkpoint, error) {
+	if s.keys == nil {
+		return nil, errNoKeys
+	}
+	now := s.now()
+	doc := w.Doc
+	clear, private := checkpointd.SplitSealed(*doc)
+	clearJSON, err := json.Marshal(clear)
+	if err != nil {
+		return nil, err
+	}
+	var pr int64
+	if doc.Target != nil {
+		pr = doc.Target.PR
+	}
+	var ws checkpointd.Workspace
+	if doc.Workspace != nil {
+		ws = *doc.Workspace
+	}
+	head := strings.ToLower(ws.Head)
+	cp := &checkpointd.Checkpoint{Document: *doc, SessionID: w.SessionID, CreatedAt: now, Digest: w.Digest, Redactions: w.Redactions}
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var seq, eseq int64
+		var repo, role, validity string
+		err := tx.QueryRowxContext(ctx, tx.Rebind(advanceSession), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
+			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity)
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.whyRejected(ctx, tx, w.SessionID, doc.RunID, doc.FencingToken)
+		}
+		if err != nil {
+			return err
+		}
+		if w.InScope != nil && !w.InScope(repo) {
+			return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, repo)
+		}
+		if err := checkBinding(doc, repo, role); err != nil {
+			return err
+		}
+		// Leases arrive with the lease capability; until then a checkpoint
+		// that names a lease names one its run does not hold.
+		cp.Missing = checkpointd.Missing(doc, nil)
+		cp.Complete = cp.Missing == nil
+		if cp.Missing == nil {
+			cp.Missing = []string{}
+		}
+		cp.Seq = seq
+		if seq > 1 {
+			parent := seq - 1
+			cp.ParentSeq = &parent
+		}
+		cp.Validity = checkpointd.Validity(validity)
+		missingJSON, _ := json.Marshal(cp.Missing)
+		if _, err := tx.ExecContext(ctx, tx.Rebind(insertCheckpoint), w.SessionID, seq, cp.ParentSeq, doc.RunID,
+			doc.FencingToken, micros(now), doc.Stage, ws.Branch, head, w.Digest, w.Redactions, cp.Complete,
+			string(missingJSON), string(clearJSON), s.keys.Seal(private, checkpointAAD(w.SessionID, seq))); err != nil {
+			return err
+		}
+		if err := insertEvent(ctx, tx, w.SessionID, eseq, now, checkpointd.EventCheckpointWritten, doc.RunID,
+			map[string]any{"seq": seq, "stage": doc.Stage, "complete": cp.Complete, "missing": cp.Missing, "digest": w.Digest}); err != nil {
+			return err
+		}
+		return s.complete(ctx, tx, w.Idempotency, cp)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// nullIfZero turns "not said" into NULL so COALESCE keeps the old value.
+func nullIfZero[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return v
+}
+
+// errNoKeys fails closed when a store opened without keys is asked to seal
+// or unseal.
+var errNoKeys = fmt.Errorf("%w: the store has no server keys", checkpointd.ErrKey)
+
+// checkpointAAD binds a sealed value to its checkpoint row.
+func checkpointAAD(sessionID string, seq int64) []byte {
+	return fmt.Appendf(nil, "checkpoint\x00%s\x00%d", sessionID, seq)
+}
+
+// checkBinding rejects a checkpoint about another repo or role than its
+// session's: a session is bound to one target and one role.
+func checkBinding(doc *checkpointd.Document, repo, role string) error {
+	var problems []checkpointd.Problem
+	if doc.Target != nil && !strings.EqualFold(doc.Target.Repo, repo) {
+		problems = append(problems, checkpointd.Problem{Path: "/target/repo",
+			Message: fmt.Sprintf("repo %q is not the session's repo %q", doc.Target.Repo, repo)})
+	}
+	if doc.Role != role {
+		problems = append(problems, checkpointd.Problem{Path: "/role",
+			Message: fmt.Sprintf("role %q is not the session's role %q", doc.Role, role)})
+	}
+	if problems != nil {
+		return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidCheckpoint, Problems: problems}
+	}
+	return nil
+}
+
+type checkpointRow struct {
+	SessionID  string        `db:"session_id"`
+	Seq        int64         `db:"seq"`
+	ParentSeq  sql.NullInt64 `db:"parent_seq"`
+	RunID      string        `db:"run_id"`
+	CreatedAt  int64         `db:"created_at"`
+	Stage      string        `db:"stage"`
+	Branch     string        `db:"branch"`
+	Head       string        `db:"head"`
+	Digest     string        `db:"digest"`
+	Redactions int           `db:"redactions"`
+	Complete   bool          `db:"complete"`
+	Missing    string        `db:"missing"`
+	Document   string        `db:"document"`
+	Sealed     string        `db:"sealed"`
+	Latest     int64         `db:"latest"`
+	Validity   string        `db:"validity"`
+}
+
+const selectCheckpoint = `
+SELECT c.session_id, c.seq, c.parent_seq, c.run_id, c.created_at, c.stage, c.branch, c.head,
+    c.digest, c.redactions, c.complete, c.missing, c.document, c.sealed,
+    s.checkpoint_seq AS latest, s.validity
+FROM checkpoints c JOIN sessions s ON s.id = c.session_id
+WHERE c.session_id = ? AND c.seq = `
+
+// GetCheckpoint returns one checkpoint of a session; seq 0 means the latest.
+// Errors: ErrNotFound, ErrStoreUnavailable.
+func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error) {
+	q, args := selectCheckpoint+"?", []any{sessionID, seq}
+	if seq == 0 {
+		q, args = selectCheckpoint+"s.checkpoint_seq", []any{sessionID}
+	}
+	var row checkpointRow
+	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(q), args...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("checkpoint %s/%d: %w", sessionID, seq, checkpointd.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	cp := &checkpointd.Checkpoint{SessionID: row.SessionID, Seq: row.Seq, CreatedAt: fromMicros(row.CreatedAt),
+		Digest: row.Digest, Redactions: row.Redactions, Complete: row.Complete, Missing: decodeMissing(row.Missing)}
+	if row.ParentSeq.Valid {
+		cp.ParentSeq = &row.ParentSeq.Int64
+	}
+	if err := json.Unmarshal([]byte(row.Document), &cp.Document); err != nil {
+		return nil, fmt.Errorf("%w: checkpoint %s/%d unreadable: %w", checkpointd.ErrStoreUnavailable, sessionID, row.Seq, err)
+	}
+	if row.Sealed != "" {
+		if s.keys == nil {
+			return nil, errNoKeys
+		}
+		private, err := s.keys.Open(row.Sealed, checkpointAAD(sessionID, row.Seq))
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s/%d: %w", sessionID, row.Seq, err)
+		}
+		if err := checkpointd.MergeSealed(&cp.Document, private); err != nil {
+			return nil, fmt.Errorf("checkpoint %s/%d: %w", sessionID, row.Seq, err)
+		}
+	}
+	cp.Validity = checkpointd.ValiditySuperseded
+	if row.Seq == row.Latest {
+		cp.Validity = checkpointd.Validity(row.Validity)
+	}
+	return cp, nil
+}
+
+const selectCheckpointSummaries = `
+SELECT seq, run_id, stage, branch, head, created_at, complete, missing, digest
+FROM checkpoints WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
+
+type summaryRow struct {
+	Seq       int64  `db:"seq"`
+	RunID     string `db:"run_id"`
+	Stage     string `db:"stage"`
+	Branch    string `db:"branch"`
+	Head      string `db:"head"`
+	CreatedAt int64  `db:"created_at"`
+	Complete  bool   `db:"complete"`
+	Missing   string `db:"missing"`
+	Digest    string `db:"digest"`
+}
+
+// ListCheckpoints returns summaries of a session's checkpoints with seq <
+// before (0: from the newest), newest first. Errors: ErrNotFound,
+// ErrStoreUnavailable.
+func (s *Store) ListCheckpoints(ctx context.Context, sessionID string, before int64, limit int) ([]checkpointd.CheckpointSummary, error) {
+	if err := s.sessionExists(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	if before <= 0 {
+		before = 1 << 62
+	}
+	var rows []summaryRow
+	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectCheckpointSummaries), sessionID, before, limit); err != nil {
+		return nil, s.classify(err)
+	}
+	out := make([]checkpointd.CheckpointSummary, len(rows))
+	for i, r := range rows {
+		out[i] = checkpointd.CheckpointSummary{Seq: r.Seq, RunID: r.RunID, Stage: r.Stage, Branch: r.Branch, Head: r.Head,
+			CreatedAt: fromMicros(r.CreatedAt), Complete: r.Complete, Missing: decodeMissing(r.Missing), Digest: r.Digest}
+	}
+	return out, nil
+}

@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// NewRun is what starting a run needs.
+type NewRun struct {
+	Takeover bool
+	Reason   string
+	Agent    checkpointd.Agent
+}
+
+// sessionState is the part of a session row that decides whether a run may
+// act on it.
+type sessionState struct {
+	State        string `db:"state"`
+	CurrentRunID string `db:"current_run_id"`
+	RunSeq       int64  `db:"run_seq"`
+	Repo         string `db:"repo"`
+	Role         string `db:"role"`
+}
+
+func getSessionState(ctx context.Context, tx *sqlx.Tx, id string) (*sessionState, error) {
+	var st sessionState
+	err := tx.GetContext(ctx, &st, tx.Rebind(`SELECT state, current_run_id, run_seq, repo, role FROM sessions WHERE id = ?`), id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("session %s: %w", id, checkpointd.ErrNotFound)
+	}
+	return &st, err
+}
+
+const takeOver = `
+UPDATE sessions SET current_run_id = ?, run_seq = run_seq + 1, event_seq = event_seq + 2, updated_at = ?
+WHERE id = ? AND state = 'active'
+RETURNING run_seq, event_seq`
+
+const supersedeRun = `UPDATE runs SET superseded_at = ?, superseded_by = ? WHERE id = ?`
+
+// StartRun starts a new run on an active session. Without takeover it fails
+// with checkpointd.ErrRunActive, since an active session always has a
+// current run; with takeover the current run is superseded and the new run
+// gets the next fencing token. Concurrent takeovers serialise on the session
+// row and leave exactly one current run. Errors: ErrNotFound,
+// ErrSessionEnded, ErrRunActive, ErrStoreUnavailable.
+func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*checkpointd.Run, error) {
+	now := s.now()
+	rid := checkpointd.NewID(checkpointd.PrefixRun)
+	agentJSON, _ := json.Marshal(in.Agent)
+	run := &checkpointd.Run{ID: rid, SessionID: sessionID, Agent: in.Agent, StartedAt: now, TakeoverReason: in.Reason}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		st, err := getSessionState(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		if st.State != string(checkpointd.SessionActive) {
+			return checkpointd.ErrSessionEnded
+		}
+		if !in.Takeover {
+			return fmt.Errorf("%w: run %s is current; start with takeover to supersede it", checkpointd.ErrRunActive, st.CurrentRunID)
+		}
+		var token, eseq int64
+		if err := tx.QueryRowxContext(ctx, tx.Rebind(takeOver), rid, micros(now), sessionID).Scan(&token, &eseq); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return checkpointd.ErrSessionEnded // ended between the read and the update
+			}
+			return err
+		}
+		// The row is locked now; re-read which run we supersede, since a
+		// concurrent takeover may have committed after our first read.
+		var old string
+		if err := tx.GetContext(ctx, &old, tx.Rebind(`SELECT id FROM runs WHERE session_id = ? AND fencing_token = ?`), sessionID, token-1); err != nil {
+			return err
+		}
+		run.FencingToken = token
+		if _, err := tx.ExecContext(ctx, tx.Rebind(supersedeRun), micros(now), rid, old); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, tx.Rebind(insertRun), rid, sessionID, token, string(agentJSON), micros(now), in.Reason); err != nil {
+			return err
+		}
+		if err := insertEvent(ctx, tx, sessionID, eseq-1, now, checkpointd.EventRunSuperseded, old,
+			map[string]any{"superseded_by": rid, "reason": in.Reason}); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventRunStarted, rid,
+			map[string]any{"fencing_token": token, "takeover": true, "reason": in.Reason, "agent": in.Agent})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+const endSession = `
+UPDATE sessions SET state = 'ended', outcome = ?, ended_at = ?, updated_at = ?, event_seq = event_seq + 1
+WHERE id = ? AND state = 'active' AND current_run_id = ?
+RETURNING event_seq`
+
+// EndSession ends an active session on behalf of its current run.
+// Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded, ErrStoreUnavailable.
+func (s *Store) EndSession(ctx context.Context, sessionID, runID string, outcome checkpointd.Outcome) (*checkpointd.Session, error) {
+	now := s.now()
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var eseq int64
+		err := tx.QueryRowxContext(ctx, tx.Rebind(endSession), string(outcome), micros(now), micros(now), sessionID, runID).Scan(&eseq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.whyRejected(ctx, tx, sessionID, runID, 0)
+		}
+		if err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventSessionEnded, runID,
+			map[string]any{"outcome": outcome})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.GetSession(ctx, sessionID)
+}
+
+// whyRejected explains why a conditional update by a run matched no row.
+// token 0 means the caller did not present a fencing token.
+func (s *Store) whyRejected(ctx context.Context, tx *sqlx.Tx, sessionID, runID string, token int64) error {
+	st, err := getSessionState(ctx, tx, sessionID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.State != string(checkpointd.SessionActive):
+		return fmt.Errorf("session %s: %w", sessionID, checkpointd.ErrSessionEnded)
+	case st.CurrentRunID != runID:
+		return fmt.Errorf("%w: run %s is not the current run of session %s", checkpointd.ErrRunSuperseded, runID, sessionID)
+	case token != 0 && token != st.RunSeq:
+		return fmt.Errorf("%w: fencing token %d is not the current run's token %d", checkpointd.ErrRunSuperseded, token, st.RunSeq)
+	}
+	return fmt.Errorf("session %s: update matched no row", sessionID)
+}

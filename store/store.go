@@ -1,0 +1,269 @@
+// Package store persists the checkpointd domain in SQLite (the embedded
+// default) or PostgreSQL, through one implementation on sqlx. The SQL is
+// shared; a small dialect value holds the few real differences.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
+)
+
+func init() {
+	// modernc registers itself as "sqlite"; tell sqlx it binds with '?'.
+	sqlx.BindDriver("sqlite", sqlx.QUESTION)
+}
+
+// sqlitePragmas apply to every pooled connection because they are in the
+// DSN: WAL with synchronous=FULL makes a commit durable before we answer;
+// _txlock=immediate takes the write lock at BEGIN so read-then-write
+// transactions never fail with SQLITE_BUSY halfway.
+const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+
+// Config says which database to open.
+type Config struct {
+	// URL is a postgres:// URL, or the path of an SQLite database file.
+	URL    string
+	Clock  checkpointd.Clock
+	Logger *slog.Logger
+	// Keys seal free-text fields and stored responses. Commands that touch
+	// neither (migrate, token) may open the store without keys; a write or
+	// read that needs them then fails closed.
+	Keys *checkpointd.Keyring
+}
+
+// Store is the persistence of sessions, runs, checkpoints, events and API
+// tokens. It is safe for concurrent use; every invariant is enforced by the
+// database, so several Stores (replicas) may share one PostgreSQL.
+type Store struct {
+	dialect migrations.Dialect
+	// rdb serves reads; wdb serves writes. On SQLite wdb has a single
+	// connection so writers queue in Go instead of spinning on busy_timeout;
+	// on PostgreSQL both are the same pool.
+	rdb, wdb *sqlx.DB
+	clock    checkpointd.Clock
+	log      *slog.Logger
+	keys     *checkpointd.Keyring
+}
+
+// IsPostgres reports whether url names a PostgreSQL database.
+func IsPostgres(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+// Open connects to the database named by cfg.URL. It does not migrate; call
+// Migrate. Errors wrap checkpointd.ErrStoreUnavailable when the database
+// cannot be reached.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	s := &Store{clock: cfg.Clock, log: cfg.Logger, keys: cfg.Keys}
+	if s.clock == nil {
+		s.clock = checkpointd.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if IsPostgres(cfg.URL) {
+		db, err := sqlx.Open("postgres", cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("store: open postgres: %w", err)
+		}
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(32)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+		s.dialect, s.rdb, s.wdb = migrations.Postgres, db, db
+	} else {
+		if cfg.URL == "" {
+			return nil, errors.New("store: no database path")
+		}
+		// Create the file owner-only before SQLite does: the WAL and shared
+		// memory files inherit its mode.
+		if f, err := os.OpenFile(cfg.URL, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+			f.Close()
+		}
+		path := (&url.URL{Path: cfg.URL}).EscapedPath()
+		w, err := sqlx.Open("sqlite", "file:"+path+"?"+sqlitePragmas+"&_txlock=immediate")
+		if err != nil {
+			return nil, fmt.Errorf("store: open sqlite: %w", err)
+		}
+		w.SetMaxOpenConns(1)
+		w.SetMaxIdleConns(1)
+		w.SetConnMaxLifetime(0)
+		r, err := sqlx.Open("sqlite", "file:"+path+"?"+sqlitePragmas)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("store: open sqlite: %w", err)
+		}
+		r.SetMaxOpenConns(8)
+		r.SetMaxIdleConns(8)
+		s.dialect, s.rdb, s.wdb = migrations.SQLite, r, w
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetKeys installs the server keys once they are verified against the
+// database (which needs an open store). Call it before serving requests.
+func (s *Store) SetKeys(kr *checkpointd.Keyring) { s.keys = kr }
+
+// Dialect tells which backend the store runs on.
+func (s *Store) Dialect() migrations.Dialect { return s.dialect }
+
+// Migrate applies every pending migration. Safe to run from several
+// processes at once on PostgreSQL.
+func (s *Store) Migrate(ctx context.Context) (version int64, err error) {
+	// On SQLite the writer connection runs migrations so nothing else holds
+	// the write lock meanwhile.
+	return migrations.Up(ctx, s.dialect, s.wdb.DB)
+}
+
+// Ping checks that the database answers. It returns an error wrapping
+// checkpointd.ErrStoreUnavailable when it does not.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.PingContext(ctx); err != nil {
+		return fmt.Errorf("%w: %w", checkpointd.ErrStoreUnavailable, err)
+	}
+	return nil
+}
+
+// Ready checks that the database answers and carries every migration of this
+// binary.
+func (s *Store) Ready(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	pending, err := migrations.Pending(ctx, s.dialect, s.rdb.DB)
+	if err != nil {
+		return fmt.Errorf("%w: %w", checkpointd.ErrStoreUnavailable, err)
+	}
+	if pending {
+		return fmt.Errorf("%w: migrations pending", checkpointd.ErrStoreUnavailable)
+	}
+	return nil
+}
+
+// Close closes the database connections.
+func (s *Store) Close() error {
+	err := s.rdb.Close()
+	if s.wdb != s.rdb {
+		err = errors.Join(err, s.wdb.Close())
+	}
+	return err
+}
+
+// inTx runs fn in a write transaction, rolls back on error or panic and
+// returns the commit error. Transient PostgreSQL conflicts are retried.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	for attempt := 0; ; attempt++ {
+		err = s.tryTx(ctx, fn)
+		if err == nil || !retryable(err) || attempt == 3 {
+			return s.classify(err)
+		}
+	}
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := s.wdb.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// domainErrors are returned as they are; every other error comes from the
+// database or the driver and means the store could not do its job.
+var domainErrors = []error{
+	checkpointd.ErrNotFound, checkpointd.ErrInvalidRequest, checkpointd.ErrInvalidCheckpoint,
+	checkpointd.ErrRunSuperseded, checkpointd.ErrRunActive, checkpointd.ErrSessionEnded,
+	checkpointd.ErrGone, checkpointd.ErrIdempotencyConflict, checkpointd.ErrIdempotencyInFlight,
+	checkpointd.ErrLeaseHeld, checkpointd.ErrLeaseLost, checkpointd.ErrDraining,
+	checkpointd.ErrDrainBlocked, checkpointd.ErrStoreUnavailable, checkpointd.ErrForbidden,
+	checkpointd.ErrUnauthorized, checkpointd.ErrKey,
+}
+
+// classify maps an error to the domain: domain errors pass, anything else is
+// store_unavailable with the cause kept for the log.
+func (s *Store) classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, d := range domainErrors {
+		if errors.Is(err, d) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", checkpointd.ErrStoreUnavailable, err)
+}
+
+// retryable reports transient conflicts worth another attempt: PostgreSQL
+// serialization failures and deadlocks, SQLite busy.
+func retryable(err error) bool {
+	var pe *pq.Error
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_BUSY
+	}
+	return false
+}
+
+// isUnique reports a unique-constraint violation.
+func isUnique(err error) bool {
+	var pe *pq.Error
+	if errors.As(err, &pe) {
+		return pe.Code == "23505"
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+// now is the clock's time at the precision the columns keep, so what a
+// write returns equals what a later read returns.
+func (s *Store) now() time.Time { return s.clock.Now().Truncate(time.Microsecond) }
+
+// micros and fromMicros convert between the clock's times and the integer
+// columns both engines store them in.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func fromNullMicros(us sql.NullInt64) *time.Time {
+	if !us.Valid {
+		return nil
+	}
+	t := fromMicros(us.Int64)
+	return &t
+}

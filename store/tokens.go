@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+const insertToken = `INSERT INTO api_tokens (id, name, role, scopes, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+
+// CreateToken stores a new token by the hash of its secret and returns its
+// metadata. Errors: ErrStoreUnavailable.
+func (s *Store) CreateToken(ctx context.Context, name string, role checkpointd.TokenRole, scope []string, secretHash string) (*checkpointd.Token, error) {
+	t := &checkpointd.Token{ID: checkpointd.NewID(checkpointd.PrefixToken), Name: name, Role: role, Scope: scope, CreatedAt: s.now()}
+	if t.Scope == nil {
+		t.Scope = []string{}
+	}
+	scopeJSON, _ := json.Marshal(t.Scope)
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, tx.Rebind(insertToken), t.ID, name, string(role), string(scopeJSON), secretHash, micros(t.CreatedAt))
+		return err
+	})
+	return t, err
+}
+
+// EnsureOperatorToken creates an operator token only if no unrevoked one
+// exists, atomically, and reports whether it did. It is how the first start
+// of an empty database bootstraps access.
+func (s *Store) EnsureOperatorToken(ctx context.Context, name, secretHash string) (bool, error) {
+	created := false
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var n int
+		// The COUNT inside the write transaction is race-free on SQLite (one
+		// writer); on PostgreSQL two replicas may both create one, which
+		// leaves two working operator tokens and loses nothing.
+		if err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM api_tokens WHERE role = 'operator' AND revoked_at IS NULL`); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		created = true
+		_, err := tx.ExecContext(ctx, tx.Rebind(insertToken), checkpointd.NewID(checkpointd.PrefixToken), name,
+			string(checkpointd.RoleOperator), "[]", secretHash, micros(s.now()))
+		return err
+	})
+	return created, err
+}
+
+type tokenRow struct {
+	ID        string        `db:"id"`
+	Name      string        `db:"name"`
+	Role      string        `db:"role"`
+	Scopes    string        `db:"scopes"`
+	CreatedAt int64         `db:"created_at"`
+	RevokedAt sql.NullInt64 `db:"revoked_at"`
+}
+
+func (r tokenRow) token() checkpointd.Token {
+	t := checkpointd.Token{ID: r.ID, Name: r.Name, Role: checkpointd.TokenRole(r.Role),
+		CreatedAt: fromMicros(r.CreatedAt), RevokedAt: fromNullMicros(r.RevokedAt), Scope: []string{}}
+	_ = json.Unmarshal([]byte(r.Scopes), &t.Scope)
+	return t
+}
+
+// Authenticate returns the principal of an unrevoked token by the hash of its
+// secret. Errors: ErrUnauthorized, ErrStoreUnavailable.
+func (s *Store) Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error) {
+	var r tokenRow
+	err := s.rdb.GetContext(ctx, &r, s.rdb.Rebind(`SELECT id, name, role, scopes, created_at, revoked_at FROM api_tokens WHERE hash = ? AND revoked_at IS NULL`), secretHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, checkpointd.ErrUnauthorized
+	}
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	t := r.token()
+	return &checkpointd.Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Scope: t.Scope}, nil
+}
+
+// ListTokens lists every token, revoked ones included, oldest first.
+func (s *Store) ListTokens(ctx context.Context) ([]checkpointd.Token, error) {
+	var rows []tokenRow
+	if err := s.rdb.SelectContext(ctx, &rows, `SELECT id, name, role, scopes, created_at, revoked_at FROM api_tokens ORDER BY id`); err != nil {
+		return nil, s.classify(err)
+	}
+	out := make([]checkpointd.Token, len(rows))
+	for i, r := range rows {
+		out[i] = r.token()
+	}
+	return out, nil
+}
+
+// RevokeToken revokes a token by id. Errors: ErrNotFound, ErrStoreUnavailable.
+func (s *Store) RevokeToken(ctx context.Context, id string) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`), micros(s.now()), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return checkpointd.ErrNotFound
+		}
+		return nil
+	})
+}
