@@ -1,0 +1,123 @@
+// Package api serves the checkpointd HTTP API v1 (DESIGN §6): JSON in and
+// out, RFC 9457 problems with a stable code, bearer-token access control.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// Store is what the API needs of persistence.
+type Store interface {
+	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
+	CreateSession(ctx context.Context, in store.NewSession) (*checkpointd.Session, error)
+	GetSession(ctx context.Context, id string) (*checkpointd.Session, error)
+	ListSessions(ctx context.Context, f store.SessionFilter) ([]checkpointd.Session, error)
+	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*checkpointd.Run, error)
+	EndSession(ctx context.Context, sessionID, runID string, outcome checkpointd.Outcome) (*checkpointd.Session, error)
+	WriteCheckpoint(ctx context.Context, w store.CheckpointWrite) (*checkpointd.Checkpoint, error)
+	GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error)
+	ListCheckpoints(ctx context.Context, sessionID string, before int64, limit int) ([]checkpointd.CheckpointSummary, error)
+	ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]checkpointd.Event, error)
+	ClaimIdempotency(ctx context.Context, scope, key, digest string) (string, *store.Replay, error)
+	ReleaseIdempotency(ctx context.Context, scope, key, claim string) error
+	Ready(ctx context.Context) error
+}
+
+// Deps are the API's collaborators and settings.
+type Deps struct {
+	Store    Store
+	Workflow checkpointd.Workflow
+	// DigestKey keys the idempotency digest of checkpoint documents.
+	DigestKey []byte
+	// MaxDocumentBytes caps a checkpoint document (default 256 KiB).
+	MaxDocumentBytes int64
+	Logger           *slog.Logger
+}
+
+type api struct {
+	Deps
+	log *slog.Logger
+}
+
+// New returns the HTTP handler of the whole API.
+func New(d Deps) http.Handler {
+	if d.MaxDocumentBytes <= 0 {
+		d.MaxDocumentBytes = checkpointd.DefaultMaxDocumentBytes
+	}
+	a := &api{Deps: d, log: d.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, a.recoverer)
+	r.NotFound(a.handle(func(http.ResponseWriter, *http.Request) error { return checkpointd.ErrNotFound }))
+	r.MethodNotAllowed(a.handle(func(http.ResponseWriter, *http.Request) error { return errMethodNotAllowed }))
+
+	r.Get("/healthz", a.healthz)
+	r.Get("/readyz", a.handle(a.readyz))
+	r.Get("/v1/schema/checkpoint", a.schema)
+
+	r.Group(func(r chi.Router) {
+		r.Use(a.authenticate)
+		r.With(a.require(checkpointd.RoleAgent)).Post("/v1/sessions", a.handle(a.createSession))
+		r.With(a.require(checkpointd.RoleReader)).Get("/v1/sessions", a.handle(a.listSessions))
+		r.Route("/v1/sessions/{id}", func(r chi.Router) {
+			r.With(a.require(checkpointd.RoleReader)).Get("/", a.handle(a.getSession))
+			r.With(a.require(checkpointd.RoleAgent)).Post("/runs", a.handle(a.startRun))
+			r.With(a.require(checkpointd.RoleAgent)).Post("/checkpoints", a.handle(a.writeCheckpoint))
+			r.With(a.require(checkpointd.RoleReader)).Get("/checkpoints", a.handle(a.listCheckpoints))
+			r.With(a.require(checkpointd.RoleReader)).Get("/checkpoints/{seq}", a.handle(a.getCheckpoint))
+			r.With(a.require(checkpointd.RoleAgent)).Get("/resume", a.handle(a.resume))
+			r.With(a.require(checkpointd.RoleAgent)).Post("/end", a.handle(a.endSession))
+			r.With(a.require(checkpointd.RoleReader)).Get("/events", a.handle(a.listEvents))
+		})
+	})
+	return r
+}
+
+// recoverer turns a panic into a logged 500 problem instead of a dropped
+// connection.
+func (a *api) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				a.log.ErrorContext(r.Context(), "panic", slog.Any("panic", p), slog.String("path", r.URL.Path))
+				a.writeProblem(w, r, errPanic)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+var errPanic = &panicError{}
+
+type panicError struct{}
+
+func (*panicError) Error() string { return "internal error" }
+
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
+	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
+	if err := a.Store.Ready(r.Context()); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (a *api) schema(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/schema+json")
+	_, _ = w.Write(checkpointd.CheckpointSchemaJSON)
+}

@@ -1,0 +1,61 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+type principalKey struct{}
+
+// authenticate resolves the bearer token to a principal. Tokens are looked
+// up by hash, so the secret is never compared or stored in the clear.
+func (a *api) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="checkpointd"`)
+			a.writeProblem(w, r, fmt.Errorf("%w: a bearer token is required", checkpointd.ErrUnauthorized))
+			return
+		}
+		p, err := a.Store.Authenticate(r.Context(), checkpointd.HashToken(strings.TrimSpace(secret)))
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="checkpointd", error="invalid_token"`)
+			a.writeProblem(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// require admits principals whose role grants at least role.
+func (a *api) require(role checkpointd.TokenRole) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if p := principal(r); !p.Can(role) {
+				a.writeProblem(w, r, fmt.Errorf("%w: this needs the %s role; the token has %s", checkpointd.ErrForbidden, role, p.Role))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func principal(r *http.Request) *checkpointd.Principal {
+	p, _ := r.Context().Value(principalKey{}).(*checkpointd.Principal)
+	if p == nil {
+		return &checkpointd.Principal{}
+	}
+	return p
+}
+
+// inScope answers 403 when the caller's token does not cover repo.
+func inScope(r *http.Request, repo string) error {
+	if !principal(r).InScope(repo) {
+		return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, repo)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	id := chi.URLParam(r, "id")
+	if !checkpointd.ValidID(id) {
+		return fmt.Errorf("session %q: %w", id, checkpointd.ErrNotFound)
+	}
+	raw, err := readBody(w, r, a.MaxDocumentBytes)
+	if err != nil {
+		return err
+	}
+	p, err := checkpointd.PrepareCheckpoint(raw, a.Workflow, a.DigestKey)
+	if err != nil {
+		return err
+	}
+	// Checkpoint keys are scoped to the session; the digest is the
+	// document's own, over its pre-redaction canonical form.
+	return a.idempotent(w, r, id, p.Digest,
+		func(idem *store.Idempotency) (any, error) {
+			return a.Store.WriteCheckpoint(r.Context(), store.CheckpointWrite{
+				SessionID: id, Doc: p.Doc, Digest: p.Digest, Redactions: p.Redactions,
+				InScope: principal(r).InScope, Idempotency: idem,
+			})
+		},
+		func(res any) any {
+			cp := res.(*checkpointd.Checkpoint)
+			w.Header().Set("Location", fmt.Sprintf("/v1/sessions/%s/checkpoints/%d", id, cp.Seq))
+			return map[string]any{"checkpoint": cp}
+		})
+}
+
+func (a *api) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	var seq int64
+	if s := chi.URLParam(r, "seq"); s != "latest" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			return fmt.Errorf("checkpoint %q: %w", s, checkpointd.ErrNotFound)
+		}
+		seq = n
+	}
+	sess, err := a.loadSession(r)
+	if err != nil {
+		return err
+	}
+	cp, err := a.Store.GetCheckpoint(r.Context(), sess.ID, seq)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"checkpoint": cp})
+}
+
+func (a *api) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	limit, err := pageLimit(r)
+	if err != nil {
+		return err
+	}
+	c, err := decodeCursor(r)
+	if err != nil {
+		return err
+	}
+	sess, err := a.loadSession(r)
+	if err != nil {
+		return err
+	}
+	items, err := a.Store.ListCheckpoints(r.Context(), sess.ID, c.Seq, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, newList(items, limit, func(s checkpointd.CheckpointSummary) cursor { return cursor{Seq: s.Seq} }))
+}
+
+// liveRef is the last observed head of the session's branch or PR.
+type liveRef struct {
+	Head       string `json:"head"`
+	ObservedAt string `json:"observed_at"`
+	Source     string `json:"source"`
+}
+
+type pendingMutation struct {
+	*checkpointd.PendingMutation
+	// Outcome is always outcome_unknown: the daemon cannot know whether a
+	// half-done mutation happened, so the resuming run checks it by its
+	// idempotency key before acting.
+	Outcome string `json:"outcome"`
+}
+
+type resumeResponse struct {
+	Resumable       bool                    `json:"resumable"`
+	Validity        checkpointd.Validity    `json:"validity"`
+	Reasons         []string                `json:"reasons"`
+	Checkpoint      *checkpointd.Checkpoint `json:"checkpoint"`
+	Live            *liveRef                `json:"live"`
+	PendingMutation *pendingMutation        `json:"pending_mutation,omitempty"`
+}
+
+// resume answers whether the latest checkpoint can be resumed from. It is
+// never a blind restore: only a valid checkpoint is resumable, and the
+// reasons say what the agent must check otherwise.
+func (a *api) resume(w http.ResponseWriter, r *http.Request) error {
+	sess, err := a.loadSession(r)
+	if err != nil {
+		return err
+	}
+	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}}
+	if sess.State != checkpointd.SessionActive {
+		resp.Reasons = append(resp.Reasons, "session_ended")
+	}
+	if sess.Latest == nil {
+		resp.Reasons = append(resp.Reasons, "no_checkpoint")
+		return writeJSON(w, http.StatusOK, resp)
+	}
+	cp, err := a.Store.GetCheckpoint(r.Context(), sess.ID, sess.Latest.Seq)
+	if err != nil {
+		return err
+	}
+	resp.Checkpoint = cp
+	resp.Validity = cp.Validity
+	if cp.Validity != checkpointd.ValidityValid {
+		reason := string(cp.Validity)
+		if sess.ValidityReason != "" {
+			reason += ": " + sess.ValidityReason
+		}
+		resp.Reasons = append(resp.Reasons, reason)
+	}
+	if !cp.Complete {
+		resp.Reasons = append(resp.Reasons, "incomplete")
+	}
+	if cp.PendingMutation != nil {
+		resp.PendingMutation = &pendingMutation{PendingMutation: cp.PendingMutation, Outcome: "outcome_unknown"}
+		resp.Reasons = append(resp.Reasons, "pending_mutation_outcome_unknown")
+	}
+	resp.Resumable = sess.State == checkpointd.SessionActive && cp.Validity == checkpointd.ValidityValid
+	return writeJSON(w, http.StatusOK, resp)
+}

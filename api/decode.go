@@ -1,0 +1,136 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// readBody reads a JSON request body of at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "application/problem+json") {
+			return nil, errUnsupportedMediaType
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, fmt.Errorf("%w: the limit is %d bytes", errPayloadTooLarge, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", checkpointd.ErrInvalidJSON, err)
+	}
+	return body, nil
+}
+
+// decode reads a JSON request body into v, rejecting unknown fields (422, so
+// typos do not silently vanish), malformed JSON (400) and trailing data.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r, checkpointd.MaxRequestBytes)
+	if err != nil {
+		return err
+	}
+	return decodeBody(body, v)
+}
+
+// decodeBody is decode for a body already read.
+func decodeBody(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fmt.Errorf("%w: empty body", checkpointd.ErrInvalidJSON)
+	}
+	if !json.Valid(body) {
+		return fmt.Errorf("%w: the body is not valid JSON", checkpointd.ErrInvalidJSON)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return checkpointd.Invalid("/"+te.Field, fmt.Sprintf("must be %s, not %s", te.Type, te.Value))
+		}
+		return checkpointd.Invalid("", err.Error())
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON value", checkpointd.ErrInvalidJSON)
+	}
+	return nil
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// Pagination: limit defaults to 50 and is capped at 500; cursors are opaque
+// (base64url of a small JSON object) so their content can change freely.
+const (
+	defaultLimit = 50
+	maxLimit     = 500
+)
+
+func pageLimit(r *http.Request) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return defaultLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, checkpointd.Invalid("limit", "must be an integer between 1 and 500")
+	}
+	return min(n, maxLimit), nil
+}
+
+type cursor struct {
+	ID  string `json:"i,omitempty"`
+	Seq int64  `json:"s,omitempty"`
+}
+
+func encodeCursor(c cursor) string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(r *http.Request) (cursor, error) {
+	var c cursor
+	s := r.URL.Query().Get("cursor")
+	if s == "" {
+		return c, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return c, checkpointd.Invalid("cursor", "not a cursor this server issued")
+	}
+	return c, nil
+}
+
+// list is the shape of every list response.
+type list[T any] struct {
+	Items      []T     `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+func newList[T any](items []T, limit int, next func(last T) cursor) list[T] {
+	l := list[T]{Items: items}
+	if l.Items == nil {
+		l.Items = []T{}
+	}
+	if len(items) == limit {
+		c := encodeCursor(next(items[len(items)-1]))
+		l.NextCursor = &c
+	}
+	return l
+}

@@ -1,0 +1,140 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// handlerFunc is an HTTP handler that returns its error; one adapter turns
+// errors into problem+json responses, so handlers never write errors
+// themselves.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// errorStatus maps domain errors to HTTP statuses and stable problem codes.
+// The first match wins; order matters only for errors that wrap two sentinels.
+var errorStatus = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{checkpointd.ErrInvalidJSON, http.StatusBadRequest, "invalid_json"},
+	{checkpointd.ErrInvalidCheckpoint, http.StatusUnprocessableEntity, "invalid_checkpoint"},
+	{checkpointd.ErrInvalidRequest, http.StatusUnprocessableEntity, "invalid_request"},
+	{checkpointd.ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{checkpointd.ErrForbidden, http.StatusForbidden, "forbidden"},
+	{checkpointd.ErrNotFound, http.StatusNotFound, "not_found"},
+	{checkpointd.ErrGone, http.StatusGone, "gone"},
+	{checkpointd.ErrRunSuperseded, http.StatusConflict, "run_superseded"},
+	{checkpointd.ErrRunActive, http.StatusConflict, "run_active"},
+	{checkpointd.ErrSessionEnded, http.StatusConflict, "session_ended"},
+	{checkpointd.ErrIdempotencyConflict, http.StatusUnprocessableEntity, "idempotency_conflict"},
+	{checkpointd.ErrIdempotencyInFlight, http.StatusConflict, "idempotency_in_flight"},
+	{checkpointd.ErrLeaseHeld, http.StatusConflict, "lease_held"},
+	{checkpointd.ErrLeaseLost, http.StatusConflict, "lease_lost"},
+	{checkpointd.ErrDrainBlocked, http.StatusConflict, "drain_blocked"},
+	{checkpointd.ErrDraining, http.StatusServiceUnavailable, "draining"},
+	{checkpointd.ErrStoreUnavailable, http.StatusServiceUnavailable, "store_unavailable"},
+	{errPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
+	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
+	{errBadIdempotencyKey, http.StatusBadRequest, "invalid_idempotency_key"},
+}
+
+var (
+	errPayloadTooLarge      = errors.New("payload too large")
+	errUnsupportedMediaType = errors.New("content type must be application/json")
+	errMethodNotAllowed     = errors.New("method not allowed")
+)
+
+// Problem is an RFC 9457 problem document with a stable machine-readable
+// code and, for validation failures, the list of problems.
+type Problem struct {
+	Type     string                `json:"type"`
+	Title    string                `json:"title"`
+	Status   int                   `json:"status"`
+	Code     string                `json:"code"`
+	Detail   string                `json:"detail,omitempty"`
+	Problems []checkpointd.Problem `json:"problems,omitempty"`
+	// Extra carries code-specific members (e.g. the holder of a lease).
+	Extra map[string]any `json:"-"`
+}
+
+// MarshalJSON flattens Extra into the problem object, as RFC 9457 allows.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	type plain Problem
+	b, err := json.Marshal(plain(p))
+	if err != nil || len(p.Extra) == 0 {
+		return b, err
+	}
+	m := map[string]any{}
+	_ = json.Unmarshal(b, &m)
+	for k, v := range p.Extra {
+		if _, taken := m[k]; !taken {
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
+}
+
+// ProblemError lets a handler attach extra members to the problem of err.
+type ProblemError struct {
+	Err   error
+	Extra map[string]any
+}
+
+func (e *ProblemError) Error() string { return e.Err.Error() }
+func (e *ProblemError) Unwrap() error { return e.Err }
+
+// problemFor builds the response for err. 5xx details stay generic: the
+// cause goes to the log, not to the client.
+func problemFor(err error) Problem {
+	p := Problem{Status: http.StatusInternalServerError, Code: "internal", Detail: "internal error; see the daemon log"}
+	for _, e := range errorStatus {
+		if errors.Is(err, e.err) {
+			p.Status, p.Code = e.status, e.code
+			p.Detail = err.Error()
+			break
+		}
+	}
+	if p.Status == http.StatusServiceUnavailable && p.Code == "store_unavailable" {
+		p.Detail = "the store cannot be reached; nothing was changed"
+	}
+	var ve *checkpointd.ValidationError
+	if errors.As(err, &ve) {
+		p.Problems = ve.Problems
+	}
+	var pe *ProblemError
+	if errors.As(err, &pe) {
+		p.Extra = pe.Extra
+	}
+	p.Type = "https://checkpointd.dev/problems/" + p.Code
+	p.Title = http.StatusText(p.Status)
+	return p
+}
+
+// handle adapts a handlerFunc: it writes the problem for a returned error and
+// logs server-side failures once.
+func (a *api) handle(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		a.writeProblem(w, r, err)
+	}
+}
+
+func (a *api) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	p := problemFor(err)
+	if p.Status >= 500 {
+		a.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("code", p.Code), slog.Any("err", err))
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}

@@ -1,0 +1,283 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+type createSessionRequest struct {
+	Repo         string            `json:"repo"`
+	Role         string            `json:"role"`
+	Issue        int64             `json:"issue"`
+	PR           int64             `json:"pr"`
+	Branch       string            `json:"branch"`
+	Agent        checkpointd.Agent `json:"agent"`
+	Worktree     string            `json:"worktree"`
+	Capabilities []string          `json:"capabilities"`
+}
+
+func (q *createSessionRequest) validate(wf checkpointd.Workflow) error {
+	var ps []checkpointd.Problem
+	add := func(path, msg string) { ps = append(ps, checkpointd.Problem{Path: path, Message: msg}) }
+	if !checkpointd.ValidRepo(q.Repo) {
+		add("/repo", "required, as owner/name")
+	}
+	if !wf.HasRole(q.Role) {
+		add("/role", fmt.Sprintf("role %q is not configured; configured roles: %s", q.Role, strings.Join(wf.Roles, ", ")))
+	}
+	if q.Issue < 0 {
+		add("/issue", "must be a positive issue number")
+	}
+	if q.PR < 0 {
+		add("/pr", "must be a positive pull request number")
+	}
+	if q.Branch != "" && !checkpointd.ValidBranch(q.Branch) {
+		add("/branch", fmt.Sprintf("must be 1-%d bytes without control characters", checkpointd.MaxBranchLength))
+	}
+	if len(q.Worktree) > checkpointd.MaxPathLength {
+		add("/worktree", fmt.Sprintf("at most %d bytes", checkpointd.MaxPathLength))
+	}
+	ps = append(ps, validateAgent("/agent", q.Agent)...)
+	if len(q.Capabilities) > checkpointd.MaxCapabilities {
+		add("/capabilities", fmt.Sprintf("at most %d items", checkpointd.MaxCapabilities))
+	}
+	for i, c := range q.Capabilities {
+		if c == "" || len(c) > checkpointd.MaxNameLength {
+			add(fmt.Sprintf("/capabilities/%d", i), fmt.Sprintf("must be 1-%d bytes", checkpointd.MaxNameLength))
+		}
+	}
+	if ps != nil {
+		return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
+	}
+	return nil
+}
+
+func validateAgent(path string, ag checkpointd.Agent) []checkpointd.Problem {
+	var ps []checkpointd.Problem
+	for _, f := range []struct{ name, v string }{{"runtime", ag.Runtime}, {"runtime_version", ag.RuntimeVersion},
+		{"provider", ag.Provider}, {"model", ag.Model}, {"instance", ag.Instance}} {
+		name, v := f.name, f.v
+		if len(v) > checkpointd.MaxNameLength || !utf8.ValidString(v) {
+			ps = append(ps, checkpointd.Problem{Path: path + "/" + name, Message: fmt.Sprintf("at most %d bytes of UTF-8", checkpointd.MaxNameLength)})
+		}
+	}
+	return ps
+}
+
+type sessionResponse struct {
+	Session *checkpointd.Session `json:"session"`
+	Run     *checkpointd.Run     `json:"run,omitempty"`
+}
+
+func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, checkpointd.MaxRequestBytes)
+	if err != nil {
+		return err
+	}
+	var q createSessionRequest
+	if err := decodeBody(body, &q); err != nil {
+		return err
+	}
+	if err := q.validate(a.Workflow); err != nil {
+		return err
+	}
+	if err := inScope(r, q.Repo); err != nil {
+		return err
+	}
+	digest, err := requestDigest(a.DigestKey, body)
+	if err != nil {
+		return err
+	}
+	in := store.NewSession{Repo: q.Repo, Role: q.Role, Issue: q.Issue, PR: q.PR, Branch: q.Branch,
+		Worktree: q.Worktree, Capabilities: q.Capabilities, Agent: q.Agent, CreatedBy: principal(r).TokenID}
+	if err := redactSession(&in); err != nil {
+		return err
+	}
+	// Session-creation keys are scoped to the token: the session does not
+	// exist yet.
+	return a.idempotent(w, r, "tok:"+principal(r).TokenID, digest,
+		func(idem *store.Idempotency) (any, error) {
+			in.Idempotency = idem
+			return a.Store.CreateSession(r.Context(), in)
+		},
+		func(res any) any {
+			sess := res.(*checkpointd.Session)
+			w.Header().Set("Location", "/v1/sessions/"+sess.ID)
+			return sessionResponse{Session: sess, Run: sess.CurrentRun}
+		})
+}
+
+// redactSession redacts the free-text metadata of a new session before it is
+// stored: agents paste tokens anywhere. Repo and branch are identifiers the
+// forge matches on and pass validation that leaves no room for a secret's
+// context.
+func redactSession(in *store.NewSession) error {
+	fields := []*string{&in.Worktree, &in.Agent.Runtime, &in.Agent.RuntimeVersion, &in.Agent.Provider,
+		&in.Agent.Model, &in.Agent.Instance}
+	for i := range in.Capabilities {
+		fields = append(fields, &in.Capabilities[i])
+	}
+	return redactFields(fields...)
+}
+
+func redactFields(fields ...*string) error {
+	for _, f := range fields {
+		red, _, err := checkpointd.RedactString(*f)
+		if err != nil {
+			return checkpointd.Invalid("", err.Error())
+		}
+		*f = red
+	}
+	return nil
+}
+
+// loadSession reads the session named in the path and checks the caller's
+// scope. A malformed id cannot name a session: 404 without a query.
+func (a *api) loadSession(r *http.Request) (*checkpointd.Session, error) {
+	id := chi.URLParam(r, "id")
+	if !checkpointd.ValidID(id) {
+		return nil, fmt.Errorf("session %q: %w", id, checkpointd.ErrNotFound)
+	}
+	sess, err := a.Store.GetSession(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if err := inScope(r, sess.Repo); err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+func (a *api) getSession(w http.ResponseWriter, r *http.Request) error {
+	sess, err := a.loadSession(r)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sessionResponse{Session: sess})
+}
+
+func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
+	limit, err := pageLimit(r)
+	if err != nil {
+		return err
+	}
+	c, err := decodeCursor(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := store.SessionFilter{State: checkpointd.SessionState(q.Get("state")), Repo: q.Get("repo"),
+		Validity: checkpointd.Validity(q.Get("validity")), Before: c.ID, Limit: limit, Scope: principal(r).ScopeFilter()}
+	if f.State != "" && f.State != checkpointd.SessionActive && f.State != checkpointd.SessionEnded {
+		return checkpointd.Invalid("state", "must be active or ended")
+	}
+	if f.Validity != "" && !f.Validity.Valid() {
+		return checkpointd.Invalid("validity", "must be valid, stale, lease_lost, invalidated or unverified")
+	}
+	if f.Repo != "" && !checkpointd.ValidRepo(f.Repo) {
+		return checkpointd.Invalid("repo", "must be owner/name")
+	}
+	items, err := a.Store.ListSessions(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, newList(items, limit, func(s checkpointd.Session) cursor { return cursor{ID: s.ID} }))
+}
+
+type startRunRequest struct {
+	Takeover bool              `json:"takeover"`
+	Reason   string            `json:"reason"`
+	Agent    checkpointd.Agent `json:"agent"`
+}
+
+func (a *api) startRun(w http.ResponseWriter, r *http.Request) error {
+	var q startRunRequest
+	if err := decode(w, r, &q); err != nil {
+		return err
+	}
+	ps := validateAgent("/agent", q.Agent)
+	if len(q.Reason) > checkpointd.MaxReasonLength {
+		ps = append(ps, checkpointd.Problem{Path: "/reason", Message: fmt.Sprintf("at most %d bytes", checkpointd.MaxReasonLength)})
+	}
+	if ps != nil {
+		return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
+	}
+	if err := redactFields(&q.Reason, &q.Agent.Runtime, &q.Agent.RuntimeVersion, &q.Agent.Provider,
+		&q.Agent.Model, &q.Agent.Instance); err != nil {
+		return err
+	}
+	sess, err := a.loadSession(r)
+	if err != nil {
+		return err
+	}
+	run, err := a.Store.StartRun(r.Context(), sess.ID, store.NewRun{Takeover: q.Takeover, Reason: q.Reason, Agent: q.Agent})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, map[string]any{"run": run})
+}
+
+type endRequest struct {
+	RunID   string              `json:"run_id"`
+	Outcome checkpointd.Outcome `json:"outcome"`
+}
+
+func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
+	var q endRequest
+	if err := decode(w, r, &q); err != nil {
+		return err
+	}
+	var ps []checkpointd.Problem
+	if !checkpointd.ValidID(q.RunID) {
+		ps = append(ps, checkpointd.Problem{Path: "/run_id", Message: "required"})
+	}
+	if !q.Outcome.Valid() {
+		ps = append(ps, checkpointd.Problem{Path: "/outcome", Message: "must be completed or abandoned"})
+	}
+	if ps != nil {
+		return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
+	}
+	sess, err := a.loadSession(r)
+	if err != nil {
+		return err
+	}
+	ended, err := a.Store.EndSession(r.Context(), sess.ID, q.RunID, q.Outcome)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sessionResponse{Session: ended})
+}
+
+func (a *api) listEvents(w http.ResponseWriter, r *http.Request) error {
+	limit, err := pageLimit(r)
+	if err != nil {
+		return err
+	}
+	c, err := decodeCursor(r)
+	if err != nil {
+		return err
+	}
+	after := c.Seq
+	if s := r.URL.Query().Get("after"); s != "" {
+		if after, err = strconv.ParseInt(s, 10, 64); err != nil || after < 0 {
+			return checkpointd.Invalid("after", "must be a non-negative event seq")
+		}
+	}
+	sess, err := a.loadSession(r)
+	if err != nil {
+		return err
+	}
+	items, err := a.Store.ListEvents(r.Context(), sess.ID, after, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, newList(items, limit, func(e checkpointd.Event) cursor { return cursor{Seq: e.Seq} }))
+}
