@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// env is a urfave/cli value source reading the injected environment, so
+// run() is testable without touching the process environment.
+type env struct {
+	name   string
+	getenv func(string) string
+}
+
+func (e env) Lookup() (string, bool) {
+	v := e.getenv(e.name)
+	return v, v != ""
+}
+func (e env) String() string   { return "environment variable " + e.name }
+func (e env) GoString() string { return "env{" + e.name + "}" }
+
+// IsFromEnv lets the help text show the variable.
+func (e env) IsFromEnv() bool { return true }
+
+// run is the whole program: main only wires signals and exit codes.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	from := func(name string) cli.ValueSourceChain { return cli.NewValueSourceChain(env{name, getenv}) }
+	dataFlags := []cli.Flag{
+		&cli.StringFlag{Name: "data-dir", Value: "data", Sources: from("CHECKPOINTD_DATA_DIR"),
+			Usage: "directory for the SQLite database, the key file and the bootstrap operator token"},
+		&cli.StringFlag{Name: "database-url", Sources: from("CHECKPOINTD_DATABASE_URL"),
+			Usage: "postgres://… for PostgreSQL; empty for SQLite at <data-dir>/checkpointd.db"},
+	}
+	logFlags := []cli.Flag{
+		&cli.StringFlag{Name: "log-format", Value: "text", Sources: from("CHECKPOINTD_LOG_FORMAT"), Usage: "text or json"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Sources: from("CHECKPOINTD_LOG_LEVEL"), Usage: "debug, info, warn or error"},
+	}
+	clientFlags := []cli.Flag{
+		&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080", Sources: from("CHECKPOINTD_URL"), Usage: "base URL of a running daemon"},
+		&cli.StringFlag{Name: "token", Sources: from("CHECKPOINTD_TOKEN"), Usage: "API token (default: <data-dir>/operator.token)"},
+	}
+	app := &cli.Command{
+		Name:      "checkpointd",
+		Usage:     "durable, redacted checkpoints and fenced leases for autonomous coding agents on Gitea/Forgejo",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		// Errors are printed once by main, not by the CLI library as well.
+		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+		Commands: []*cli.Command{
+			serveCommand(from, dataFlags, logFlags, getenv),
+			{
+				Name:  "migrate",
+				Usage: "apply pending database migrations and exit",
+				Flags: append(append([]cli.Flag{}, dataFlags...), logFlags...),
+				Action: func(ctx context.Context, c *cli.Command) error {
+					s, err := openStore(ctx, c, nil)
+					if err != nil {
+						return err
+					}
+					defer s.Close()
+					v, err := s.Migrate(ctx)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(stdout, "database at version %d\n", v)
+					return nil
+				},
+			},
+			tokenCommand(dataFlags, stdout),
+			loadtestCommand(from, clientFlags, stdout),
+			{
+				Name:  "version",
+				Usage: "print the version",
+				Action: func(context.Context, *cli.Command) error {
+					fmt.Fprintln(stdout, "checkpointd", version())
+					return nil
+				},
+			},
+		},
+	}
+	return app.Run(ctx, args)
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// databaseURL is the configured database, or SQLite in the data directory.
+func databaseURL(c *cli.Command) string {
+	if u := c.String("database-url"); u != "" {
+		return strings.TrimPrefix(u, "sqlite://")
+	}
+	return filepath.Join(c.String("data-dir"), "checkpointd.db")
+}
+
+func openStore(ctx context.Context, c *cli.Command, log *slog.Logger) (*store.Store, error) {
+	url := databaseURL(c)
+	if !store.IsPostgres(url) {
+		if err := ensureDir(filepath.Dir(url)); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return store.Open(ctx, store.Config{URL: url, Logger: log, Clock: checkpointd.SystemClock{}})
+}
+
+func newLogger(c *cli.Command, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.String("log-format") {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", c.String("log-format"))
+}

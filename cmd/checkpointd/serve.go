@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/api"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []cli.Flag, getenv func(string) string) *cli.Command {
+	def := checkpointd.DefaultWorkflow()
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Sources: from("CHECKPOINTD_LISTEN"), Usage: "address to serve the API on"},
+		&cli.StringFlag{Name: "key-file", Sources: from("CHECKPOINTD_KEY_FILE"),
+			Usage: "server key file (default <data-dir>/checkpointd.key, created on first start); CHECKPOINTD_KEY overrides it"},
+		&cli.Int64Flag{Name: "max-document-bytes", Value: checkpointd.DefaultMaxDocumentBytes, Sources: from("CHECKPOINTD_MAX_DOCUMENT_BYTES"),
+			Usage: "largest accepted checkpoint document"},
+		&cli.StringFlag{Name: "roles", Value: joinNames(def.Roles), Sources: from("CHECKPOINTD_ROLES"), Usage: "configured session roles, comma-separated"},
+		&cli.StringFlag{Name: "stages", Value: joinNames(def.Stages), Sources: from("CHECKPOINTD_STAGES"), Usage: "configured workflow stages, comma-separated"},
+		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Sources: from("CHECKPOINTD_SHUTDOWN_TIMEOUT"),
+			Usage: "how long in-flight requests may take to finish on shutdown"},
+	}
+	flags = append(append(flags, dataFlags...), logFlags...)
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the daemon",
+		Flags: flags,
+		Action: func(ctx context.Context, c *cli.Command) error {
+			return serve(ctx, c, getenv)
+		},
+	}
+}
+
+func joinNames(names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ","
+		}
+		s += n
+	}
+	return s
+}
+
+func serve(ctx context.Context, c *cli.Command, getenv func(string) string) error {
+	log, err := newLogger(c, c.Root().ErrWriter)
+	if err != nil {
+		return err
+	}
+	wf, err := workflowFrom(c)
+	if err != nil {
+		return err
+	}
+	dataDir := c.String("data-dir")
+	if err := ensureDir(dataDir); err != nil {
+		return err
+	}
+	dbURL := databaseURL(c)
+	if !store.IsPostgres(dbURL) {
+		unlock, err := lockFile(dbURL + ".lock")
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	s, err := openStore(ctx, c, log)
+	if err != nil {
+		return fmt.Errorf("cannot open the store: %w", err)
+	}
+	// The store closes last, after the HTTP server and the workers stopped.
+	defer s.Close()
+	version, err := s.Migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot migrate the store: %w", err)
+	}
+	keyFile, explicit := c.String("key-file"), true
+	if keyFile == "" {
+		keyFile, explicit = filepath.Join(dataDir, "checkpointd.key"), false
+	}
+	key, err := loadKey(ctx, s, keySource{file: keyFile, explicit: explicit, env: getenv("CHECKPOINTD_KEY")})
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	if err := bootstrapOperator(ctx, s, dataDir, log); err != nil {
+		return err
+	}
+
+	handler := api.New(api.Deps{
+		Store: s, Workflow: wf, DigestKey: deriveKey(key, "digest v1"),
+		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log,
+	})
+	ln, err := net.Listen("tcp", c.String("listen"))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("store", string(s.Dialect())),
+		slog.Int64("schema_version", version))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Duration("shutdown-timeout"))
+		defer cancel()
+		// Stop admitting, then let in-flight requests finish: each commits or
+		// rolls back as a whole, so nothing is left half-written.
+		return srv.Shutdown(sctx)
+	})
+	err = g.Wait()
+	log.Info("stopped")
+	return err
+}
+
+func workflowFrom(c *cli.Command) (checkpointd.Workflow, error) {
+	roles, err := checkpointd.ParseNameList(c.String("roles"))
+	if err != nil {
+		return checkpointd.Workflow{}, fmt.Errorf("--roles: %w", err)
+	}
+	stages, err := checkpointd.ParseNameList(c.String("stages"))
+	if err != nil {
+		return checkpointd.Workflow{}, fmt.Errorf("--stages: %w", err)
+	}
+	wf := checkpointd.Workflow{Roles: roles, Stages: stages}
+	if err := wf.Validate(); err != nil {
+		return wf, err
+	}
+	return wf, nil
+}
+
+// bootstrapOperator gives the first start of an empty database an operator
+// token, written to <data-dir>/operator.token (0600). The token is written
+// before it is stored, so a crash leaves either no token or a usable one.
+func bootstrapOperator(ctx context.Context, s *store.Store, dataDir string, log *slog.Logger) error {
+	secret := checkpointd.NewTokenSecret()
+	path := filepath.Join(dataDir, "operator.token")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write operator token: %w", err)
+	}
+	defer os.Remove(tmp)
+	created, err := s.EnsureOperatorToken(ctx, "bootstrap-operator", checkpointd.HashToken(secret))
+	if err != nil {
+		return fmt.Errorf("bootstrap operator token: %w", err)
+	}
+	if !created {
+		return nil
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write operator token: %w", err)
+	}
+	log.Info("created the first operator token", slog.String("path", path))
+	return nil
+}
+
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	return nil
+}
+
+// lockFile takes an exclusive lock that the kernel releases when the process
+// dies, so one SQLite file is served by one daemon and a crash never leaves
+// a stale lock behind.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another checkpointd is serving this database (%s is locked); one daemon per SQLite file", path)
+	}
+	return func() { f.Close() }, nil
+}
