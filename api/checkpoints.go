@@ -14,7 +14,7 @@ import (
 func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "id")
 	if !checkpointd.ValidID(id) {
-		return fmt.Errorf("session %q: %w", id, checkpointd.ErrNotFound)
+		return fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
 	raw, err := readBody(w, r, a.MaxDocumentBytes)
 	if err != nil {
@@ -45,7 +45,7 @@ func (a *api) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	if s := chi.URLParam(r, "seq"); s != "latest" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 1 {
-			return fmt.Errorf("checkpoint %q: %w", s, checkpointd.ErrNotFound)
+			return fmt.Errorf("no such checkpoint: %w", checkpointd.ErrNotFound)
 		}
 		seq = n
 	}

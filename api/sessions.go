@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -12,6 +13,8 @@ import (
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/store"
 )
+
+var rolePattern = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 
 type createSessionRequest struct {
 	Repo         string            `json:"repo"`
@@ -31,7 +34,13 @@ func (q *createSessionRequest) validate(wf checkpointd.Workflow) error {
 		add("/repo", "required, as owner/name")
 	}
 	if !wf.HasRole(q.Role) {
-		add("/role", fmt.Sprintf("role %q is not configured; configured roles: %s", q.Role, strings.Join(wf.Roles, ", ")))
+		// Quote the value only when it is name-shaped: a rejected field may
+		// hold anything, and problem details must never echo a secret.
+		role := "role"
+		if rolePattern.MatchString(q.Role) {
+			role = fmt.Sprintf("role %q", q.Role)
+		}
+		add("/role", fmt.Sprintf("%s is not configured; configured roles: %s", role, strings.Join(wf.Roles, ", ")))
 	}
 	if q.Issue < 0 {
 		add("/issue", "must be a positive issue number")
@@ -144,7 +153,7 @@ func redactFields(fields ...*string) error {
 func (a *api) loadSession(r *http.Request) (*checkpointd.Session, error) {
 	id := chi.URLParam(r, "id")
 	if !checkpointd.ValidID(id) {
-		return nil, fmt.Errorf("session %q: %w", id, checkpointd.ErrNotFound)
+		return nil, fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
 	sess, err := a.Store.GetSession(r.Context(), id)
 	if err != nil {

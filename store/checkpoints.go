@@ -196,7 +196,7 @@ func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) 
 	var row checkpointRow
 	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(q), args...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("checkpoint %s/%d: %w", sessionID, seq, checkpointd.ErrNotFound)
+		return nil, fmt.Errorf("no such checkpoint: %w", checkpointd.ErrNotFound)
 	}
 	if err != nil {
 		return nil, s.classify(err)

@@ -33,7 +33,7 @@ func getSessionState(ctx context.Context, tx *sqlx.Tx, id string) (*sessionState
 	var st sessionState
 	err := tx.GetContext(ctx, &st, tx.Rebind(`SELECT state, current_run_id, run_seq, repo, role FROM sessions WHERE id = ?`), id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("session %s: %w", id, checkpointd.ErrNotFound)
+		return nil, fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
 	return &st, err
 }
@@ -138,7 +138,7 @@ func (s *Store) whyRejected(ctx context.Context, tx *sqlx.Tx, sessionID, runID s
 	case st.State != string(checkpointd.SessionActive):
 		return fmt.Errorf("session %s: %w", sessionID, checkpointd.ErrSessionEnded)
 	case st.CurrentRunID != runID:
-		return fmt.Errorf("%w: run %s is not the current run of session %s", checkpointd.ErrRunSuperseded, runID, sessionID)
+		return fmt.Errorf("%w: that run is not the current run of session %s", checkpointd.ErrRunSuperseded, sessionID)
 	case token != 0 && token != st.RunSeq:
 		return fmt.Errorf("%w: fencing token %d is not the current run's token %d", checkpointd.ErrRunSuperseded, token, st.RunSeq)
 	}

@@ -162,7 +162,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (*checkpointd.Session
 	var row sessionRow
 	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(selectSession+` WHERE s.id = ?`), id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("session %s: %w", id, checkpointd.ErrNotFound)
+		return nil, fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
 	if err != nil {
 		return nil, s.classify(err)
