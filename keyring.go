@@ -40,12 +40,13 @@ func NewKey() []byte {
 	return k
 }
 
-// ParseKeyring reads key material: one key per line as "<id> <base64>"
-// (ids k1, k2, … oldest first), or a single bare base64 key, which is k1.
+// ParseKeyring reads key material: one key per line (or per ';', handy in
+// an environment variable) as "<id> <base64>" (ids k1, k2, … oldest first),
+// or a single bare base64 key, which is k1.
 // Errors wrap ErrKey and say what is wrong, never the key itself.
 func ParseKeyring(text string) (*Keyring, error) {
 	kr := &Keyring{keys: map[string][]byte{}, aead: map[string]cipher.AEAD{}}
-	lines := strings.Split(strings.TrimSpace(text), "\n")
+	lines := strings.FieldsFunc(strings.TrimSpace(text), func(r rune) bool { return r == '\n' || r == ';' })
 	for i, line := range lines {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -54,16 +55,17 @@ func ParseKeyring(text string) (*Keyring, error) {
 		id, enc, ok := strings.Cut(line, " ")
 		if !ok {
 			if len(lines) > 1 {
-				return nil, fmt.Errorf("%w: line %d: want \"<id> <base64 key>\"", ErrKey, i+1)
+				return nil, fmt.Errorf("%w: malformed: line %d: want \"k<number> <base64 key>\"", ErrKey, i+1)
 			}
 			id, enc = "k1", line
 		}
 		enc = strings.TrimSpace(enc)
 		if !keyIDPattern.MatchString(id) {
-			return nil, fmt.Errorf("%w: line %d: key id %q is not k<number>", ErrKey, i+1, id)
+			// Never quote the line: it may be (part of) the key.
+			return nil, fmt.Errorf("%w: malformed: line %d: want \"k<number> <base64 key>\"", ErrKey, i+1)
 		}
 		if _, dup := kr.keys[id]; dup {
-			return nil, fmt.Errorf("%w: key id %s appears twice", ErrKey, id)
+			return nil, fmt.Errorf("%w: malformed: key id %s appears twice", ErrKey, id)
 		}
 		key, err := base64.StdEncoding.DecodeString(enc)
 		if err != nil {
@@ -77,7 +79,7 @@ func ParseKeyring(text string) (*Keyring, error) {
 		}
 	}
 	if len(kr.ids) == 0 {
-		return nil, fmt.Errorf("%w: no key found", ErrKey)
+		return nil, fmt.Errorf("%w: malformed: no key found", ErrKey)
 	}
 	return kr, nil
 }
@@ -96,6 +98,9 @@ func (kr *Keyring) add(id string, key []byte) error {
 	kr.aead[id] = aead
 	return nil
 }
+
+// EncodeKey renders raw key bytes as the key file writes them.
+func EncodeKey(key []byte) string { return base64.StdEncoding.EncodeToString(key) }
 
 // Format renders the keyring in the key file format.
 func (kr *Keyring) Format() string {

@@ -164,7 +164,7 @@ func checkSeed(t *testing.T, url string) {
 	if err != nil || len(evs) != 4 {
 		t.Fatalf("seeded events: %d %v", len(evs), err)
 	}
-	if fp, ok, err := s.Setting(ctx, store.SettingKeyFingerprint); err != nil || !ok || fp != "sha256:0011223344556677" {
-		t.Fatalf("key fingerprint: %q %v %v", fp, ok, err)
+	if fps, err := s.Settings(ctx, store.SettingKeyFingerprintPrefix); err != nil || fps["key_fingerprint:k1"] != "sha256:0011223344556677" {
+		t.Fatalf("key fingerprints: %v %v", fps, err)
 	}
 }

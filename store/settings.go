@@ -2,27 +2,28 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 
 	"github.com/jmoiron/sqlx"
 )
 
-// Setting names.
-const (
-	SettingKeyFingerprint = "key_fingerprint"
-)
+// SettingKeyFingerprintPrefix names the settings that record, per key id,
+// the fingerprint of every key data was written with.
+const SettingKeyFingerprintPrefix = "key_fingerprint:"
 
-// Setting returns a daemon-wide setting; ok is false when it is unset.
-func (s *Store) Setting(ctx context.Context, name string) (value string, ok bool, err error) {
-	err = s.rdb.GetContext(ctx, &value, s.rdb.Rebind(`SELECT value FROM settings WHERE name = ?`), name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, nil
+// Settings returns every setting whose name starts with prefix.
+func (s *Store) Settings(ctx context.Context, prefix string) (map[string]string, error) {
+	var rows []struct {
+		Name  string `db:"name"`
+		Value string `db:"value"`
 	}
-	if err != nil {
-		return "", false, s.classify(err)
+	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(`SELECT name, value FROM settings WHERE substr(name, 1, ?) = ?`), len(prefix), prefix); err != nil {
+		return nil, s.classify(err)
 	}
-	return value, true, nil
+	out := make(map[string]string, len(rows))
+	for _, r := range rows {
+		out[r.Name] = r.Value
+	}
+	return out, nil
 }
 
 // InitSetting sets name to value unless it is already set, and returns the

@@ -78,6 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				},
 			},
 			tokenCommand(dataFlags, stdout),
+			keyCommand(from, dataFlags, getenv, stdout),
 			loadtestCommand(from, clientFlags, stdout),
 			{
 				Name:  "version",

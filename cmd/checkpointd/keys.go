@@ -2,128 +2,182 @@ package main
 
 import (
 	"context"
-	"crypto/hkdf"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 
+	"github.com/urfave/cli/v3"
+
+	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/store"
 )
 
-// keySize is the size of the server key: 256 bits.
-const keySize = 32
-
-// keySource says where the server key comes from.
+// keySource says where the server keys come from.
 type keySource struct {
 	file     string // key file path
 	explicit bool   // the file was configured, not the default: it must exist
-	env      string // CHECKPOINTD_KEY, base64; wins over the file
+	env      string // CHECKPOINTD_KEY; wins over the file
 }
 
-// loadKey returns the server key, creating the key file on the first start
-// of a new database, and checks its fingerprint against the one the database
-// was written with. Every failure refuses the start: without the right key
-// digests cannot be compared and sealed data cannot be read.
-func loadKey(ctx context.Context, s *store.Store, src keySource) ([]byte, error) {
-	key, err := readKey(ctx, s, src)
+// loadKeys returns the server keyring, creating the key file on the first
+// start of a new database, and checks every key's fingerprint against the
+// ones the database recorded. Every failure refuses the start: without the
+// right keys, digests cannot be compared and sealed data cannot be read.
+func loadKeys(ctx context.Context, s *store.Store, src keySource) (*checkpointd.Keyring, error) {
+	recorded, err := s.Settings(ctx, store.SettingKeyFingerprintPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("read key fingerprints: %w", err)
+	}
+	kr, err := readKeys(src, recorded)
 	if err != nil {
 		return nil, err
 	}
-	fp := keyFingerprint(key)
-	inForce, err := s.InitSetting(ctx, store.SettingKeyFingerprint, fp)
-	if err != nil {
-		return nil, fmt.Errorf("record key fingerprint: %w", err)
+	for name, fp := range recorded {
+		id := strings.TrimPrefix(name, store.SettingKeyFingerprintPrefix)
+		switch got := kr.Fingerprint(id); {
+		case got == "":
+			return nil, fmt.Errorf("key %s (%s) is missing: the database holds data sealed with it; restore the key file it was in", id, fp)
+		case got != fp:
+			return nil, fmt.Errorf("key mismatch: the database was written with key %s %s but the loaded key %s is %s; "+
+				"start with the key the database was written with (key file or CHECKPOINTD_KEY)", id, fp, id, got)
+		}
 	}
-	if inForce != fp {
-		return nil, fmt.Errorf("key mismatch: the database was written with key %s but the loaded key is %s; "+
-			"start with the key the database was written with (key file or CHECKPOINTD_KEY)", inForce, fp)
+	for _, id := range kr.IDs() {
+		fp := kr.Fingerprint(id)
+		inForce, err := s.InitSetting(ctx, store.SettingKeyFingerprintPrefix+id, fp)
+		if err != nil {
+			return nil, fmt.Errorf("record key fingerprint: %w", err)
+		}
+		if inForce != fp {
+			return nil, fmt.Errorf("key mismatch: the database was written with key %s %s but the loaded key %s is %s", id, inForce, id, fp)
+		}
 	}
-	return key, nil
+	return kr, nil
 }
 
-func readKey(ctx context.Context, s *store.Store, src keySource) ([]byte, error) {
+// readKeys reads the keyring from CHECKPOINTD_KEY or the key file. A missing
+// default key file is created only for a database that has never seen a
+// key; a missing configured file is an error.
+func readKeys(src keySource, recorded map[string]string) (*checkpointd.Keyring, error) {
 	if src.env != "" {
-		key, err := decodeKey(src.env)
+		kr, err := checkpointd.ParseKeyring(src.env)
 		if err != nil {
 			return nil, fmt.Errorf("CHECKPOINTD_KEY: %w", err)
 		}
-		return key, nil
+		return kr, nil
 	}
 	b, err := os.ReadFile(src.file)
 	switch {
 	case err == nil:
-		key, err := decodeKey(string(b))
+		kr, err := checkpointd.ParseKeyring(string(b))
 		if err != nil {
 			return nil, fmt.Errorf("key file %s: %w", src.file, err)
 		}
-		return key, nil
+		return kr, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("key file %s is unreadable: %w", src.file, err)
 	case src.explicit:
 		return nil, fmt.Errorf("key file %s does not exist; restore it, or point --key-file at the key this database was written with", src.file)
+	case len(recorded) > 0:
+		var with []string
+		for name, fp := range recorded {
+			with = append(with, strings.TrimPrefix(name, store.SettingKeyFingerprintPrefix)+" "+fp)
+		}
+		sort.Strings(with)
+		return nil, fmt.Errorf("key file %s is missing but the database was written with key %s; restore the key file or set CHECKPOINTD_KEY",
+			src.file, strings.Join(with, ", "))
 	}
-	if fp, ok, err := s.Setting(ctx, store.SettingKeyFingerprint); err != nil {
+	kr, err := checkpointd.ParseKeyring("k1 " + checkpointd.EncodeKey(checkpointd.NewKey()))
+	if err != nil {
 		return nil, err
-	} else if ok {
-		return nil, fmt.Errorf("key file %s is missing but the database was written with key %s; restore the key file or set CHECKPOINTD_KEY", src.file, fp)
 	}
-	return createKey(src.file)
+	if err := writeKeyFile(src.file, kr, false); err != nil {
+		return nil, err
+	}
+	return kr, nil
 }
 
-// createKey writes a fresh key, readable only by its owner, and never
-// overwrites an existing file.
-func createKey(path string) ([]byte, error) {
-	key := make([]byte, keySize)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// writeKeyFile writes the keyring readable only by its owner, atomically:
+// a crash leaves the old file or the new one, never half of either. Without
+// replace it never overwrites an existing file.
+func writeKeyFile(path string, kr *checkpointd.Keyring, replace bool) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpointd.key.*")
 	if err != nil {
-		return nil, fmt.Errorf("create key file: %w", err)
+		return fmt.Errorf("write key file: %w", err)
 	}
-	_, err = f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(kr.Format())
 	if err == nil {
-		err = f.Sync()
+		err = tmp.Chmod(0o600)
 	}
-	if cerr := f.Close(); err == nil {
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("write key file: %w", err)
+	if err == nil && !replace {
+		// Link fails if path exists, so two first starts cannot both win.
+		err = os.Link(tmp.Name(), path)
+	} else if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	return key, nil
+	if err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	return nil
 }
 
-func decodeKey(s string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
-	if err != nil {
-		return nil, errors.New("malformed: want the base64 encoding of 32 random bytes (e.g. `head -c32 /dev/urandom | base64`)")
+// keySourceFrom reads where the keys come from out of the flags and the
+// environment.
+func keySourceFrom(c *cli.Command, getenv func(string) string) keySource {
+	src := keySource{file: c.String("key-file"), explicit: true, env: getenv("CHECKPOINTD_KEY")}
+	if src.file == "" {
+		src.file, src.explicit = filepath.Join(c.String("data-dir"), "checkpointd.key"), false
 	}
-	if len(key) != keySize {
-		return nil, fmt.Errorf("malformed: want %d bytes, got %d", keySize, len(key))
-	}
-	return key, nil
+	return src
 }
 
-// keyFingerprint identifies a key without revealing it.
-func keyFingerprint(key []byte) string {
-	sum := sha256.Sum256(append([]byte("checkpointd key fingerprint\x00"), key...))
-	return "sha256:" + hex.EncodeToString(sum[:8])
-}
-
-// deriveKey derives a purpose-specific subkey, so the digest key and the
-// sealing keys are independent even though one secret is stored.
-func deriveKey(master []byte, purpose string) []byte {
-	k, err := hkdf.Key(sha256.New, master, nil, "checkpointd "+purpose, keySize)
-	if err != nil {
-		panic(err) // only for lengths HKDF cannot produce
+// keyCommand rotates the server keys.
+func keyCommand(from func(string) cli.ValueSourceChain, dataFlags []cli.Flag, getenv func(string) string, stdout io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:  "key",
+		Usage: "manage the server keys",
+		Flags: append([]cli.Flag{&cli.StringFlag{Name: "key-file", Sources: from("CHECKPOINTD_KEY_FILE"),
+			Usage: "server key file (default <data-dir>/checkpointd.key)"}}, dataFlags...),
+		Commands: []*cli.Command{{
+			Name: "rotate",
+			Usage: "add a new key to the key file; after a restart it seals new data, " +
+				"and the old keys keep opening what they sealed",
+			Action: func(ctx context.Context, c *cli.Command) error {
+				src := keySourceFrom(c, getenv)
+				if src.env != "" {
+					return errors.New("the keys come from CHECKPOINTD_KEY: append \"; k<N+1> <base64 of 32 random bytes>\" to it " +
+						"(e.g. head -c32 /dev/urandom | base64) and restart the daemon")
+				}
+				b, err := os.ReadFile(src.file)
+				if err != nil {
+					return fmt.Errorf("read key file: %w", err)
+				}
+				kr, err := checkpointd.ParseKeyring(string(b))
+				if err != nil {
+					return fmt.Errorf("key file %s: %w", src.file, err)
+				}
+				id, err := kr.Rotate()
+				if err != nil {
+					return err
+				}
+				if err := writeKeyFile(src.file, kr, true); err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "added key %s to %s; restart the daemon to seal with it (keep the old keys: they open older data)\n", id, src.file)
+				return nil
+			},
+		}},
 	}
-	return k
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -70,6 +71,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	}
 	dbURL := databaseURL(c)
 	if !store.IsPostgres(dbURL) {
+		if err := ensureDir(filepath.Dir(dbURL)); err != nil {
+			return err
+		}
 		unlock, err := lockFile(dbURL + ".lock")
 		if err != nil {
 			return err
@@ -86,20 +90,17 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err != nil {
 		return fmt.Errorf("cannot migrate the store: %w", err)
 	}
-	keyFile, explicit := c.String("key-file"), true
-	if keyFile == "" {
-		keyFile, explicit = filepath.Join(dataDir, "checkpointd.key"), false
-	}
-	key, err := loadKey(ctx, s, keySource{file: keyFile, explicit: explicit, env: getenv("CHECKPOINTD_KEY")})
+	keys, err := loadKeys(ctx, s, keySourceFrom(c, getenv))
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
+	s.SetKeys(keys)
 	if err := bootstrapOperator(ctx, s, dataDir, log); err != nil {
 		return err
 	}
 
 	handler := api.New(api.Deps{
-		Store: s, Workflow: wf, DigestKey: deriveKey(key, "digest v1"),
+		Store: s, Workflow: wf, DigestKey: keys.DigestKey(),
 		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log,
 	})
 	ln, err := net.Listen("tcp", c.String("listen"))
@@ -155,11 +156,23 @@ func workflowFrom(c *cli.Command) (checkpointd.Workflow, error) {
 
 // bootstrapOperator gives the first start of an empty database an operator
 // token, written to <data-dir>/operator.token (0600). The token is written
-// before it is stored, so a crash leaves either no token or a usable one.
+// before it is stored and the file renamed after, so a crash leaves no
+// token, or a usable one that the next start recovers.
 func bootstrapOperator(ctx context.Context, s *store.Store, dataDir string, log *slog.Logger) error {
-	secret := checkpointd.NewTokenSecret()
 	path := filepath.Join(dataDir, "operator.token")
 	tmp := path + ".tmp"
+	// A start that died between storing the token and renaming its file
+	// left the only copy of a working secret in tmp: finish its job.
+	if b, err := os.ReadFile(tmp); err == nil {
+		if _, err := s.Authenticate(ctx, checkpointd.HashToken(strings.TrimSpace(string(b)))); err == nil {
+			if err := os.Rename(tmp, path); err != nil {
+				return fmt.Errorf("write operator token: %w", err)
+			}
+			log.Info("recovered the first operator token", slog.String("path", path))
+			return nil
+		}
+	}
+	secret := checkpointd.NewTokenSecret()
 	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write operator token: %w", err)
 	}

@@ -11,7 +11,22 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
 )
+
+// openMigratedStore opens the store for a command that may be the first to
+// touch a new database.
+func openMigratedStore(ctx context.Context, c *cli.Command) (*store.Store, error) {
+	s, err := openStore(ctx, c, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
 
 // tokenCommand administers API tokens directly in the database, so it works
 // for bootstrap and while a daemon serves the same database.
@@ -44,14 +59,11 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 							return fmt.Errorf("--scope %q: want owner/name or owner/*", sc)
 						}
 					}
-					s, err := openStore(ctx, c, nil)
+					s, err := openMigratedStore(ctx, c)
 					if err != nil {
 						return err
 					}
 					defer s.Close()
-					if _, err := s.Migrate(ctx); err != nil {
-						return err
-					}
 					secret := checkpointd.NewTokenSecret()
 					t, err := s.CreateToken(ctx, name, role, scope, checkpointd.HashToken(secret))
 					if err != nil {
@@ -66,7 +78,7 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 				Name:  "list",
 				Usage: "list tokens (never their secrets)",
 				Action: func(ctx context.Context, c *cli.Command) error {
-					s, err := openStore(ctx, c, nil)
+					s, err := openMigratedStore(ctx, c)
 					if err != nil {
 						return err
 					}
@@ -100,7 +112,7 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 					if id == "" {
 						return errors.New("usage: checkpointd token revoke TOKEN_ID")
 					}
-					s, err := openStore(ctx, c, nil)
+					s, err := openMigratedStore(ctx, c)
 					if err != nil {
 						return err
 					}

@@ -23,4 +23,4 @@ INSERT INTO events (session_id, seq, at, kind, run_id, data) VALUES
     ('ses_seed1', 4, 1764504001000000, 'checkpoint.written', 'run_seed1', '{"seq":2}');
 INSERT INTO api_tokens (id, name, role, scopes, hash, created_at)
 VALUES ('tok_seed1', 'seed', 'agent', '["acme/*"]', 'c0ffee', 1764504000000000);
-INSERT INTO settings (name, value) VALUES ('key_fingerprint', 'sha256:0011223344556677');
+INSERT INTO settings (name, value) VALUES ('key_fingerprint:k1', 'sha256:0011223344556677');

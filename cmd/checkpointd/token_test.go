@@ -1,0 +1,243 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/checkpointd/checkpointd/store/storetest"
+)
+
+// lastLine splits command output into the lines before the last and the
+// last one.
+func lastLine(t *testing.T, out string) (before []string, last string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if !strings.HasSuffix(out, "\n") || len(lines) == 0 {
+		t.Fatalf("output %q does not end in a line", out)
+	}
+	return lines[:len(lines)-1], lines[len(lines)-1]
+}
+
+var createdRE = regexp.MustCompile(`^created agent token (\S+) \(x\)$`)
+
+// listRow finds the row of token id in `token list` output.
+func listRow(t *testing.T, out, id string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "ID NAME ROLE SCOPE CREATED REVOKED" {
+		t.Errorf("list header %q", lines[0])
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == id {
+			return f
+		}
+	}
+	t.Fatalf("token %s not listed:\n%s", id, out)
+	return nil
+}
+
+// TestTokenLifecycleWhileServing proves token create, list and revoke work
+// directly on the database a daemon is serving: the created token is
+// printed alone on the last line and authenticates within its scope, list
+// never shows a secret, and a revoked token is refused with 401.
+func TestTokenLifecycleWhileServing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		t.Parallel()
+		dir, dbURL := t.TempDir(), backendURL(t, b)
+		d := startServe(t, nil, storeArgs(dir, dbURL)...)
+		operator := readSecret(t, tokenPath(dir))
+		db := storeArgs(dir, dbURL)
+
+		out, errOut, err := runCLI(t, nil, append(append([]string{"token"}, db...), "create", "--role", "agent", "--name", "x", "--scope", "acme/*")...)
+		if err != nil {
+			t.Fatalf("token create: %v\n%s", err, errOut)
+		}
+		before, secret := lastLine(t, out)
+		if len(secret) < 32 || strings.ContainsAny(secret, " \t") {
+			t.Fatalf("last line %q is not a token alone", secret)
+		}
+		if strings.Contains(strings.Join(before, "\n"), secret) || strings.Contains(errOut, secret) {
+			t.Errorf("the token is printed more than once:\n%s%s", out, errOut)
+		}
+		if len(before) != 1 || !createdRE.MatchString(before[0]) {
+			t.Fatalf("create printed %q before the token, want `created agent token <id> (x)`", before)
+		}
+		id := createdRE.FindStringSubmatch(before[0])[1]
+
+		call(t, "GET", d.URL+"/v1/sessions", secret, nil).expect(t, http.StatusOK)
+		newSession(t, d.URL, secret) // acme/widgets is in acme/*
+		outside := map[string]any{"repo": "other/widgets", "role": "author", "agent": sessionBody["agent"]}
+		call(t, "POST", d.URL+"/v1/sessions", secret, outside).expect(t, http.StatusForbidden)
+		call(t, "POST", d.URL+"/v1/sessions", operator, outside).expect(t, http.StatusCreated)
+
+		// Flags after the subcommand name reach the store too.
+		out, errOut, err = runCLI(t, nil, append([]string{"token", "list"}, db...)...)
+		if err != nil {
+			t.Fatalf("token list: %v\n%s", err, errOut)
+		}
+		if strings.Contains(out, secret) || strings.Contains(out, operator) {
+			t.Errorf("token list shows a secret:\n%s", out)
+		}
+		row := listRow(t, out, id)
+		if row[1] != "x" || row[2] != "agent" || row[3] != "acme/*" || row[len(row)-1] != "-" {
+			t.Errorf("list row %q, want x agent acme/* … -", row)
+		}
+		if !strings.Contains(out, "bootstrap-operator") {
+			t.Errorf("token list lacks the bootstrap operator:\n%s", out)
+		}
+
+		out, errOut, err = runCLI(t, nil, append(append([]string{"token"}, db...), "revoke", id)...)
+		if err != nil {
+			t.Fatalf("token revoke: %v\n%s", err, errOut)
+		}
+		if strings.TrimSpace(out) != "revoked "+id {
+			t.Errorf("revoke printed %q", out)
+		}
+		r := call(t, "GET", d.URL+"/v1/sessions", secret, nil).expect(t, http.StatusUnauthorized)
+		if r.str("code") != "unauthorized" {
+			t.Errorf("revoked token answered %s", r.raw)
+		}
+		call(t, "GET", d.URL+"/v1/sessions", operator, nil).expect(t, http.StatusOK)
+
+		out, _, err = runCLI(t, nil, append([]string{"token", "list"}, db...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := listRow(t, out, id); row[len(row)-1] == "-" {
+			t.Errorf("revoked token listed as unrevoked: %q", row)
+		}
+
+		_, _, err = runCLI(t, nil, append(append([]string{"token"}, db...), "revoke", id)...)
+		if err == nil || !strings.Contains(err.Error(), "no unrevoked token "+id) {
+			t.Errorf("second revoke: %v, want no unrevoked token", err)
+		}
+	})
+}
+
+// TestTokenCreateRejectsBadInput proves bad arguments are errors that print
+// no token and touch no database.
+func TestTokenCreateRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown role", []string{"--role", "admin", "--name", "x"}, "--role"},
+		{"empty role", []string{"--role", "", "--name", "x"}, "--role"},
+		{"no role", []string{"--name", "x"}, "role"},
+		{"no name", []string{"--role", "agent"}, "name"},
+		{"blank name", []string{"--role", "agent", "--name", "  "}, "--name"},
+		{"long name", []string{"--role", "agent", "--name", strings.Repeat("n", 1000)}, "--name"},
+		{"scope without repo", []string{"--role", "agent", "--name", "x", "--scope", "acme"}, "--scope"},
+		{"scope star", []string{"--role", "agent", "--name", "x", "--scope", "*"}, "--scope"},
+		{"scope star owner", []string{"--role", "agent", "--name", "x", "--scope", "*/widgets"}, "--scope"},
+		{"scope too deep", []string{"--role", "agent", "--name", "x", "--scope", "acme/*/x"}, "--scope"},
+		{"one bad scope of two", []string{"--role", "agent", "--name", "x", "--scope", "acme/*", "--scope", "bad scope/x"}, "--scope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			out, _, err := runCLI(t, nil, append([]string{"token", "--data-dir", dir, "create"}, tc.args...)...)
+			if err == nil {
+				t.Fatalf("token create %q succeeded; stdout %q", tc.args, out)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not mention %q", err, tc.want)
+			}
+			if strings.Contains(out, "created") {
+				t.Errorf("a token was printed: %q", out)
+			}
+			mustNotExist(t, dir)
+		})
+	}
+	t.Run("revoke without id", func(t *testing.T) {
+		_, _, err := runCLI(t, nil, "token", "--data-dir", t.TempDir(), "revoke")
+		if err == nil || !strings.Contains(err.Error(), "usage") {
+			t.Errorf("revoke with no id: %v, want usage", err)
+		}
+	})
+	t.Run("revoke unknown id", func(t *testing.T) {
+		dir := t.TempDir()
+		if _, _, err := runCLI(t, nil, "migrate", "--data-dir", dir); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := runCLI(t, nil, "token", "--data-dir", dir, "revoke", "tok_doesnotexist")
+		if err == nil || !strings.Contains(err.Error(), "no unrevoked token") {
+			t.Errorf("revoke of an unknown id: %v, want no unrevoked token", err)
+		}
+	})
+}
+
+// TestTokenCreateBootstrapsBeforeServe proves token create works on a new
+// data directory before any daemon ran, and that an operator created that
+// way stands in for the bootstrap token: serve writes no operator.token.
+func TestTokenCreateBootstrapsBeforeServe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, errOut, err := runCLI(t, nil, "token", "create", "--data-dir", dir, "--role", "operator", "--name", "admin")
+	if err != nil {
+		t.Fatalf("token create: %v\n%s", err, errOut)
+	}
+	_, secret := lastLine(t, out)
+	d := startServe(t, nil, "--data-dir", dir)
+	mustNotExist(t, tokenPath(dir))
+	call(t, "GET", d.URL+"/v1/sessions", secret, nil).expect(t, http.StatusOK)
+	newSession(t, d.URL, secret)
+}
+
+// TestMigrate proves migrate brings a new database to the latest version,
+// says which, and is idempotent.
+func TestMigrate(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		t.Parallel()
+		dir, dbURL := t.TempDir(), backendURL(t, b)
+		re := regexp.MustCompile(`^database at version (\d+)\n$`)
+		var versions []int
+		for range 2 {
+			out, errOut, err := runCLI(t, nil, append([]string{"migrate"}, storeArgs(dir, dbURL)...)...)
+			if err != nil {
+				t.Fatalf("migrate: %v\n%s", err, errOut)
+			}
+			m := re.FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("migrate printed %q", out)
+			}
+			v, _ := strconv.Atoi(m[1])
+			versions = append(versions, v)
+		}
+		if versions[0] < 1 || versions[0] != versions[1] {
+			t.Errorf("versions %v, want the same positive version twice", versions)
+		}
+		if b == storetest.SQLite {
+			if _, err := os.Stat(filepath.Join(dir, "checkpointd.db")); err != nil {
+				t.Errorf("no SQLite database in the data directory: %v", err)
+			}
+		}
+	})
+}
+
+// TestVersion proves version prints the program name and a version.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	out, _, err := runCLI(t, nil, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(out); len(f) != 2 || f[0] != "checkpointd" {
+		t.Errorf("version printed %q, want `checkpointd <version>`", out)
+	}
+}
+
+// TestUnknownCommand proves a mistyped command is an error, not a silent
+// success.
+func TestUnknownCommand(t *testing.T) {
+	t.Parallel()
+	if _, _, err := runCLI(t, nil, "serv"); err == nil {
+		t.Error("an unknown command succeeded")
+	}
+}
