@@ -1,15 +1,11 @@
 package checkpointd
 
-import (
-	"encoding/json"
-	"fmt"
-)
+import "fmt"
 
 // PreparedCheckpoint is a checkpoint document ready for the store:
 // validated, digested before redaction, and redacted.
 type PreparedCheckpoint struct {
-	Doc        *Document
-	Body       []byte // canonical JSON of the redacted document
+	Doc        *Document // redacted
 	Digest     string
 	Redactions int
 }
@@ -19,7 +15,7 @@ type PreparedCheckpoint struct {
 // every string. Nothing unredacted leaves this function except the digest.
 // Errors: ErrInvalidJSON, ErrInvalidCheckpoint (with problems).
 func PrepareCheckpoint(raw []byte, wf Workflow, digestKey []byte) (*PreparedCheckpoint, error) {
-	tree, _, err := DecodeDocument(raw, wf)
+	tree, doc, err := DecodeDocument(raw, wf)
 	if err != nil {
 		return nil, err
 	}
@@ -27,19 +23,9 @@ func PrepareCheckpoint(raw []byte, wf Workflow, digestKey []byte) (*PreparedChec
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCheckpoint, err)
 	}
-	p := &PreparedCheckpoint{Digest: Digest(digestKey, canonical)}
-	redacted, n, err := RedactTree(tree)
-	if err != nil {
+	p := &PreparedCheckpoint{Doc: doc, Digest: Digest(digestKey, canonical)}
+	if p.Redactions, err = RedactDocument(doc); err != nil {
 		return nil, err
 	}
-	if p.Body, err = CanonicalJSON(redacted); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidCheckpoint, err)
-	}
-	p.Redactions = n
-	var doc Document
-	if err := json.Unmarshal(p.Body, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidCheckpoint, err)
-	}
-	p.Doc = &doc
 	return p, nil
 }
