@@ -11,11 +11,13 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/lease"
 	"github.com/checkpointd/checkpointd/store"
 )
 
 // Store is what the API needs of persistence.
 type Store interface {
+	lease.Store
 	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
 	CreateSession(ctx context.Context, in store.NewSession) (*checkpointd.Session, error)
 	GetSession(ctx context.Context, id string) (*checkpointd.Session, error)
@@ -28,12 +30,21 @@ type Store interface {
 	ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]checkpointd.Event, error)
 	ClaimIdempotency(ctx context.Context, scope, key, digest string) (string, *store.Replay, error)
 	ReleaseIdempotency(ctx context.Context, scope, key, claim string) error
+	GetLease(ctx context.Context, id string) (*checkpointd.Lease, error)
+	LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error)
+	ListLeases(ctx context.Context, f store.LeaseFilter) ([]checkpointd.Lease, error)
 	Ready(ctx context.Context) error
 }
 
 // Deps are the API's collaborators and settings.
 type Deps struct {
-	Store    Store
+	Store Store
+	// Leases defaults to a manager over Store; serve passes the one whose
+	// worker it runs.
+	Leases *lease.Manager
+	// Webhook serves POST /webhooks/gitea, authenticated by HMAC signature
+	// instead of a token; nil leaves the route unserved.
+	Webhook  http.Handler
 	Workflow checkpointd.Workflow
 	// DigestKey keys the idempotency digest of checkpoint documents.
 	DigestKey []byte
@@ -53,6 +64,9 @@ func New(d Deps) http.Handler {
 		d.MaxDocumentBytes = checkpointd.DefaultMaxDocumentBytes
 	}
 	a := &api{Deps: d, log: d.Logger}
+	if a.Leases == nil {
+		a.Leases = lease.NewManager(d.Store, d.Logger)
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -64,6 +78,9 @@ func New(d Deps) http.Handler {
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.handle(a.readyz))
 	r.Get("/v1/schema/checkpoint", a.schema)
+	if d.Webhook != nil {
+		r.Handle("/webhooks/gitea", d.Webhook)
+	}
 
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate)
@@ -79,6 +96,10 @@ func New(d Deps) http.Handler {
 			r.With(a.require(checkpointd.RoleAgent)).Post("/end", a.handle(a.endSession))
 			r.With(a.require(checkpointd.RoleReader)).Get("/events", a.handle(a.listEvents))
 		})
+		r.With(a.require(checkpointd.RoleAgent)).Post("/v1/leases", a.handle(a.acquireLease))
+		r.With(a.require(checkpointd.RoleReader)).Get("/v1/leases", a.handle(a.listLeases))
+		r.With(a.require(checkpointd.RoleAgent)).Post("/v1/leases/{id}/renew", a.handle(a.renewLease))
+		r.With(a.require(checkpointd.RoleAgent)).Delete("/v1/leases/{id}", a.handle(a.releaseLease))
 	})
 	return r
 }

@@ -80,13 +80,6 @@ func (a *api) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, newList(items, limit, func(s checkpointd.CheckpointSummary) cursor { return cursor{Seq: s.Seq} }))
 }
 
-// liveRef is the last observed head of the session's branch or PR.
-type liveRef struct {
-	Head       string `json:"head"`
-	ObservedAt string `json:"observed_at"`
-	Source     string `json:"source"`
-}
-
 type pendingMutation struct {
 	*checkpointd.PendingMutation
 	// Outcome is always outcome_unknown: the daemon cannot know whether a
@@ -100,7 +93,7 @@ type resumeResponse struct {
 	Validity        checkpointd.Validity    `json:"validity"`
 	Reasons         []string                `json:"reasons"`
 	Checkpoint      *checkpointd.Checkpoint `json:"checkpoint"`
-	Live            *liveRef                `json:"live"`
+	Live            *checkpointd.LiveRef    `json:"live"`
 	PendingMutation *pendingMutation        `json:"pending_mutation,omitempty"`
 }
 
@@ -113,6 +106,9 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}}
+	if resp.Live, err = a.Store.LiveRef(r.Context(), sess); err != nil {
+		return err
+	}
 	if sess.State != checkpointd.SessionActive {
 		resp.Reasons = append(resp.Reasons, "session_ended")
 	}

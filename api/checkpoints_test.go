@@ -44,7 +44,7 @@ func TestWriteAndReadCheckpoints(t *testing.T) {
 		}
 
 		latest := h.do("GET", path+"/checkpoints/latest", h.reader, nil).expect(t, 200, "")
-		if latest.num("checkpoint", "seq") != 2 || latest.str("checkpoint", "validity") != "unverified" {
+		if latest.num("checkpoint", "seq") != 2 || latest.str("checkpoint", "validity") != "lease_lost" {
 			t.Fatalf("latest: %s", latest.raw)
 		}
 		first := h.do("GET", path+"/checkpoints/1", h.reader, nil).expect(t, 200, "")
@@ -66,11 +66,11 @@ func TestWriteAndReadCheckpoints(t *testing.T) {
 		}
 
 		res := h.do("GET", path+"/resume", h.agent, nil).expect(t, 200, "")
-		if res.get("resumable") != false || res.str("validity") != "unverified" || res.num("checkpoint", "seq") != 2 ||
+		if res.get("resumable") != false || res.str("validity") != "lease_lost" || res.num("checkpoint", "seq") != 2 ||
 			res.str("pending_mutation", "outcome") != "outcome_unknown" {
 			t.Fatalf("resume: %s", res.raw)
 		}
-		if got := fmt.Sprint(res.get("reasons")); !strings.Contains(got, "unverified") || !strings.Contains(got, "incomplete") || !strings.Contains(got, "pending_mutation_outcome_unknown") {
+		if got := fmt.Sprint(res.get("reasons")); !strings.Contains(got, "lease_lost") || !strings.Contains(got, "incomplete") || !strings.Contains(got, "pending_mutation_outcome_unknown") {
 			t.Errorf("resume reasons %s", got)
 		}
 		h.do("GET", path+"/resume", h.reader, nil).expect(t, 403, "forbidden")

@@ -42,7 +42,7 @@ UPDATE sessions SET
     worktree = COALESCE(?, worktree),
     head = ?
 WHERE id = ? AND state = 'active' AND current_run_id = ? AND run_seq = ?
-RETURNING checkpoint_seq, event_seq, repo, role, validity`
+RETURNING checkpoint_seq, event_seq, repo, role, validity, leases_ok, branch, pr`
 
 const insertCheckpoint = `
 INSERT INTO checkpoints (session_id, seq, parent_seq, run_id, fencing_token, created_at, stage,
@@ -79,8 +79,11 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var seq, eseq int64
 		var repo, role, validity string
+		var leasesOK bool
+		var boundBranch string
+		var boundPR int64
 		err := tx.QueryRowxContext(ctx, tx.Rebind(advanceSession), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
-			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity)
+			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK, &boundBranch, &boundPR)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.whyRejected(ctx, tx, w.SessionID, doc.RunID, doc.FencingToken)
 		}
@@ -93,19 +96,47 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		if err := checkBinding(doc, repo, role); err != nil {
 			return err
 		}
-		// Leases arrive with the lease capability; until then a checkpoint
-		// that names a lease names one its run does not hold.
-		cp.Missing = checkpointd.Missing(doc, nil)
+		var held map[string]int64
+		if len(doc.Leases) > 0 {
+			if held, err = heldByRun(ctx, tx, doc.RunID, now); err != nil {
+				return err
+			}
+		}
+		cp.Missing = checkpointd.Missing(doc, held)
 		cp.Complete = cp.Missing == nil
 		if cp.Missing == nil {
 			cp.Missing = []string{}
+		}
+		nowOK := true
+		for _, m := range cp.Missing {
+			nowOK = nowOK && !strings.HasPrefix(m, "lease:")
+		}
+		if nowOK != leasesOK {
+			if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET leases_ok = ? WHERE id = ?`), nowOK, w.SessionID); err != nil {
+				return err
+			}
 		}
 		cp.Seq = seq
 		if seq > 1 {
 			parent := seq - 1
 			cp.ParentSeq = &parent
 		}
+		live, err := liveRef(ctx, tx, repo, boundBranch, boundPR)
+		if err != nil {
+			return err
+		}
+		ev := checkpointd.ValidityEvidence{Invalidated: validity == string(checkpointd.ValidityInvalidated), LeasesHeld: nowOK, Head: head}
+		if live != nil {
+			ev.Invalidated = ev.Invalidated || live.State.Gone()
+			if live.State == checkpointd.RefOpen {
+				ev.LiveHead = live.Head
+			}
+		}
+		judged, reason := checkpointd.JudgeValidity(ev)
 		cp.Validity = checkpointd.Validity(validity)
+		if validity != string(checkpointd.ValidityInvalidated) {
+			cp.Validity = judged
+		}
 		missingJSON, _ := json.Marshal(cp.Missing)
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertCheckpoint), w.SessionID, seq, cp.ParentSeq, doc.RunID,
 			doc.FencingToken, micros(now), doc.Stage, ws.Branch, head, w.Digest, w.Redactions, cp.Complete,
@@ -114,6 +145,10 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		}
 		if err := insertEvent(ctx, tx, w.SessionID, eseq, now, checkpointd.EventCheckpointWritten, doc.RunID,
 			map[string]any{"seq": seq, "stage": doc.Stage, "complete": cp.Complete, "missing": cp.Missing, "digest": w.Digest}); err != nil {
+			return err
+		}
+		if err := setValidity(ctx, tx, w.SessionID, now, checkpointd.Validity(validity), judged, reason,
+			map[string]any{"checkpoint_seq": seq}); err != nil {
 			return err
 		}
 		return s.complete(ctx, tx, w.Idempotency, cp)

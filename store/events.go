@@ -67,3 +67,14 @@ func (s *Store) sessionExists(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// appendEvent reserves the session's next event seq and appends the event,
+// in the caller's transaction. The reserving update also locks the session
+// row, so events of one session are written one at a time.
+func appendEvent(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Time, kind, runID string, data any) error {
+	var seq int64
+	if err := tx.QueryRowxContext(ctx, tx.Rebind(`UPDATE sessions SET event_seq = event_seq + 1 WHERE id = ? RETURNING event_seq`), sessionID).Scan(&seq); err != nil {
+		return err
+	}
+	return insertEvent(ctx, tx, sessionID, seq, at, kind, runID, data)
+}

@@ -91,8 +91,11 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 			map[string]any{"superseded_by": rid, "reason": in.Reason}); err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventRunStarted, rid,
-			map[string]any{"fencing_token": token, "takeover": true, "reason": in.Reason, "agent": in.Agent})
+		if err := insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventRunStarted, rid,
+			map[string]any{"fencing_token": token, "takeover": true, "reason": in.Reason, "agent": in.Agent}); err != nil {
+			return err
+		}
+		return s.moveLeases(ctx, tx, sessionID, old, rid, now)
 	})
 	if err != nil {
 		return nil, err
@@ -118,8 +121,11 @@ func (s *Store) EndSession(ctx context.Context, sessionID, runID string, outcome
 		if err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventSessionEnded, runID,
-			map[string]any{"outcome": outcome})
+		if err := insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventSessionEnded, runID,
+			map[string]any{"outcome": outcome}); err != nil {
+			return err
+		}
+		return s.releaseSessionLeases(ctx, tx, sessionID, now)
 	})
 	if err != nil {
 		return nil, err

@@ -197,7 +197,7 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 		where, args = append(where, "s.validity = ?"), append(args, string(f.Validity))
 	}
 	if f.Scope != nil {
-		cond, cargs := scopeCondition(f.Scope)
+		cond, cargs := scopeCondition(f.Scope, "s.repo_key")
 		where, args = append(where, cond), append(args, cargs...)
 	}
 	if f.Before != "" {
@@ -222,7 +222,7 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 
 // scopeCondition turns a token's repo scope (owner/name or owner/*) into a
 // SQL condition on the lower-cased repo key.
-func scopeCondition(scope []string) (string, []any) {
+func scopeCondition(scope []string, column string) (string, []any) {
 	if len(scope) == 0 {
 		return "1 = 0", nil
 	}
@@ -233,10 +233,10 @@ func scopeCondition(scope []string) (string, []any) {
 		if owner, ok := strings.CutSuffix(sc, "/*"); ok {
 			// Owner names cannot contain LIKE wildcards except '_' and the
 			// repo pattern allows '_' and '.', so compare the prefix exactly.
-			parts = append(parts, "substr(s.repo_key, 1, ?) = ?")
+			parts = append(parts, "substr("+column+", 1, ?) = ?")
 			args = append(args, len(owner)+1, owner+"/")
 		} else {
-			parts = append(parts, "s.repo_key = ?")
+			parts = append(parts, column+" = ?")
 			args = append(args, sc)
 		}
 	}

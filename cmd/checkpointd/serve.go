@@ -18,7 +18,9 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/api"
+	"github.com/checkpointd/checkpointd/lease"
 	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/webhook"
 )
 
 func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []cli.Flag, getenv func(string) string) *cli.Command {
@@ -31,6 +33,10 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "largest accepted checkpoint document"},
 		&cli.StringFlag{Name: "roles", Value: joinNames(def.Roles), Sources: from("CHECKPOINTD_ROLES"), Usage: "configured session roles, comma-separated"},
 		&cli.StringFlag{Name: "stages", Value: joinNames(def.Stages), Sources: from("CHECKPOINTD_STAGES"), Usage: "configured workflow stages, comma-separated"},
+		&cli.StringSliceFlag{Name: "webhook-secret", Sources: from("CHECKPOINTD_WEBHOOK_SECRET"),
+			Usage: "secret of the Gitea/Forgejo webhook (repeatable, or comma-separated, for rotation); without one every delivery is refused"},
+		&cli.BoolFlag{Name: "webhook-allow-unsigned", Sources: from("CHECKPOINTD_WEBHOOK_ALLOW_UNSIGNED"),
+			Usage: "accept unsigned deliveries when no secret is set (unsafe: anyone reaching the daemon can invalidate sessions)"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Sources: from("CHECKPOINTD_SHUTDOWN_TIMEOUT"),
 			Usage: "how long in-flight requests may take to finish on shutdown"},
 	}
@@ -99,8 +105,22 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		return err
 	}
 
+	leases := lease.NewManager(s, log)
+	verifier := &webhook.Verifier{AllowUnsigned: c.Bool("webhook-allow-unsigned")}
+	for _, sec := range c.StringSlice("webhook-secret") {
+		if sec = strings.TrimSpace(sec); sec != "" {
+			verifier.Secrets = append(verifier.Secrets, []byte(sec))
+		}
+	}
+	switch {
+	case len(verifier.Secrets) == 0 && verifier.AllowUnsigned:
+		log.Warn("webhooks: accepting UNSIGNED deliveries (--webhook-allow-unsigned): anyone who reaches this address can change session validity")
+	case len(verifier.Secrets) == 0:
+		log.Warn("webhooks: no --webhook-secret set; every delivery is refused")
+	}
 	handler := api.New(api.Deps{
-		Store: s, Workflow: wf, DigestKey: keys.DigestKey(),
+		Store: s, Leases: leases, Workflow: wf, DigestKey: keys.DigestKey(),
+		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log},
 		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log,
 	})
 	ln, err := net.Listen("tcp", c.String("listen"))
@@ -124,6 +144,10 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		}
 		return nil
 	})
+	// Background workers stop when gctx ends; with several replicas on one
+	// PostgreSQL they are safe to run in each (every step is an atomic,
+	// conditional transaction).
+	g.Go(func() error { return leases.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")

@@ -1,0 +1,69 @@
+package checkpointd
+
+import (
+	"strconv"
+	"time"
+)
+
+// LiveRefState says what became of an observed ref.
+type LiveRefState string
+
+// Live ref states. Ambiguous means observations arrived in an order that
+// cannot be trusted (e.g. a stale redelivery): it counts as no evidence
+// until reconcile asks the forge.
+const (
+	RefOpen      LiveRefState = "open"
+	RefAmbiguous LiveRefState = "ambiguous"
+	RefDeleted   LiveRefState = "deleted" // branch deleted
+	RefClosed    LiveRefState = "closed"  // PR closed without merge
+	RefMerged    LiveRefState = "merged"  // PR merged
+)
+
+// Gone reports whether the ref ended: a session bound to it is invalidated.
+func (s LiveRefState) Gone() bool { return s == RefDeleted || s == RefClosed || s == RefMerged }
+
+// LiveRef is the last observed head of a branch or a PR.
+type LiveRef struct {
+	Repo       string       `json:"repo"`
+	Branch     string       `json:"branch,omitempty"`
+	PR         int64        `json:"pr,omitempty"`
+	Head       string       `json:"head"`
+	State      LiveRefState `json:"state"`
+	ObservedAt time.Time    `json:"observed_at"`
+	Source     string       `json:"source"`
+}
+
+// Observation is one piece of evidence about a ref, from a webhook delivery
+// or a reconcile pass: a head, or the end of the ref.
+type Observation struct {
+	Repo   string // owner/name as the forge spelled it
+	RepoID int64  // the forge's stable repository id, 0 when unknown
+	Branch string // a branch ref …
+	PR     int64  // … or a pull request
+	Head   string // the observed head, lower-case hex
+	// Before is the head a push replaced; it orders pushes: a push whose
+	// Before is not the head we hold arrived out of order.
+	Before string
+	// End is set when the branch was deleted or the PR closed or merged.
+	End LiveRefState
+	// Authoritative observations (from the forge API) replace whatever was
+	// held; hints (webhooks) must not overwrite newer evidence.
+	Authoritative bool
+	Source        string // webhook:<delivery id> or reconcile:<pass id>
+}
+
+// RefName is how an observation's ref is keyed.
+func (o Observation) RefName() string {
+	if o.PR > 0 {
+		return "pr:" + strconv.FormatInt(o.PR, 10)
+	}
+	return "branch:" + o.Branch
+}
+
+// ObservationEffects counts what evidence changed.
+type ObservationEffects struct {
+	LiveRefs       int            `json:"live_refs"`
+	Ambiguous      int            `json:"ambiguous,omitempty"`
+	Sessions       map[string]int `json:"sessions"` // new validity → sessions moved to it
+	LeasesReleased int            `json:"leases_released"`
+}

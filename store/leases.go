@@ -1,0 +1,297 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// LeaseHeldError is ErrLeaseHeld with the holder, so a 409 can name it.
+type LeaseHeldError struct{ Lease *checkpointd.Lease }
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("%v: held by session %s until %s", checkpointd.ErrLeaseHeld, e.Lease.Holder.SessionID, e.Lease.ExpiresAt.Format(time.RFC3339))
+}
+func (e *LeaseHeldError) Unwrap() error { return checkpointd.ErrLeaseHeld }
+
+// NewLease is what acquiring a lease needs; the API validated it.
+type NewLease struct {
+	Resource  checkpointd.Resource
+	SessionID string
+	RunID     string
+	TTL       time.Duration
+	// InScope, when set, must accept the session's repo.
+	InScope func(repo string) bool
+}
+
+// lockRun locks an active session for its current run and reserves one
+// event seq. It answers why not when the run may not act.
+const lockRun = `
+UPDATE sessions SET event_seq = event_seq + 1
+WHERE id = ? AND state = 'active' AND current_run_id = ?
+RETURNING event_seq, repo`
+
+// claimResource grants the resource to a new lease when it is free, or when
+// its grant expired, in one statement on both engines: the database, not a
+// read-then-write, decides the single winner. The token only ever grows.
+const claimResource = `
+INSERT INTO lease_resources (resource_key, fencing_token, lease_id, expires_at) VALUES (?, 1, ?, ?)
+ON CONFLICT (resource_key) DO UPDATE SET
+    fencing_token = lease_resources.fencing_token + 1,
+    lease_id = excluded.lease_id,
+    expires_at = excluded.expires_at
+WHERE lease_resources.lease_id = '' OR lease_resources.expires_at <= ?
+RETURNING fencing_token`
+
+const insertLease = `
+INSERT INTO leases (id, resource_key, kind, repo, repo_key, number, branch, session_id, run_id,
+    fencing_token, state, acquired_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?, ?)`
+
+// AcquireLease grants a resource to a session's current run for ttl.
+// Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded, ErrForbidden,
+// ErrInvalidRequest (a resource of another repo than the session's),
+// *LeaseHeldError (ErrLeaseHeld), ErrStoreUnavailable.
+func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lease, error) {
+	now := s.now()
+	key := in.Resource.Key()
+	l := &checkpointd.Lease{ID: checkpointd.NewID(checkpointd.PrefixLease), Resource: in.Resource,
+		Holder: checkpointd.LeaseHolder{SessionID: in.SessionID, RunID: in.RunID}, State: checkpointd.LeaseHeld,
+		AcquiredAt: now, ExpiresAt: now.Add(in.TTL).Truncate(time.Microsecond)}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var eseq int64
+		var repo string
+		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), in.SessionID, in.RunID).Scan(&eseq, &repo)
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.whyRejected(ctx, tx, in.SessionID, in.RunID, 0)
+		}
+		if err != nil {
+			return err
+		}
+		if in.InScope != nil && !in.InScope(repo) {
+			return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, repo)
+		}
+		if !strings.EqualFold(repo, in.Resource.Repo) {
+			return checkpointd.Invalid("/resource/repo", "a session leases resources of its own repo only ("+repo+")")
+		}
+		// A grant that expired but was not yet reaped ends here, with its
+		// event, before the resource passes on.
+		if err := s.reapResource(ctx, tx, key, now); err != nil {
+			return err
+		}
+		err = tx.QueryRowxContext(ctx, tx.Rebind(claimResource), key, l.ID, micros(l.ExpiresAt), micros(now)).Scan(&l.FencingToken)
+		if errors.Is(err, sql.ErrNoRows) {
+			holder, herr := s.heldLease(ctx, tx, key)
+			if herr != nil {
+				return herr
+			}
+			return &LeaseHeldError{Lease: holder}
+		}
+		if err != nil {
+			return err
+		}
+		r := in.Resource
+		if _, err := tx.ExecContext(ctx, tx.Rebind(insertLease), l.ID, key, string(r.Kind), r.Repo, strings.ToLower(r.Repo),
+			r.Number, r.Branch, in.SessionID, in.RunID, l.FencingToken, micros(now), micros(l.ExpiresAt)); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, in.SessionID, eseq, now, checkpointd.EventLeaseAcquired, in.RunID,
+			map[string]any{"lease_id": l.ID, "resource": r, "fencing_token": l.FencingToken, "expires_at": l.ExpiresAt})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// RenewLease extends a held lease by ttl from now, for its holding run only.
+// Errors: ErrNotFound, ErrLeaseLost (not held by runID, or expired),
+// ErrStoreUnavailable.
+func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Duration) (*checkpointd.Lease, error) {
+	now := s.now()
+	expires := now.Add(ttl).Truncate(time.Microsecond)
+	var out *checkpointd.Lease
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET expires_at = ? WHERE id = ? AND run_id = ? AND state = 'held' AND expires_at > ?`),
+			micros(expires), id, runID, micros(now))
+		if err != nil {
+			return err
+		}
+		l, err := s.getLease(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return lostBecause(l, runID, now)
+		}
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE lease_resources SET expires_at = ? WHERE lease_id = ?`), micros(expires), id); err != nil {
+			return err
+		}
+		out = l
+		return appendEvent(ctx, tx, l.Holder.SessionID, now, checkpointd.EventLeaseRenewed, runID,
+			map[string]any{"lease_id": id, "expires_at": expires})
+	})
+	return out, err
+}
+
+// ReleaseLease ends a held lease. The holder's run may release it while it
+// is in force; an operator (force) may release any held lease.
+// Errors: ErrNotFound, ErrLeaseLost, ErrStoreUnavailable.
+func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) error {
+	now := s.now()
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		l, err := s.getLease(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if !force && (l.Holder.RunID != runID || !l.HeldAt(now)) {
+			return lostBecause(l, runID, now)
+		}
+		if l.State != checkpointd.LeaseHeld {
+			return lostBecause(l, runID, now)
+		}
+		cause := "released"
+		if force {
+			cause = "force_released"
+		}
+		return s.endLease(ctx, tx, l, checkpointd.LeaseReleased, cause, now)
+	})
+}
+
+// endLease ends a held grant, frees its resource, records the event and
+// re-judges the holder session's validity.
+func (s *Store) endLease(ctx context.Context, tx *sqlx.Tx, l *checkpointd.Lease, state checkpointd.LeaseState, cause string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET state = ?, ended_at = ? WHERE id = ? AND state = 'held'`),
+		string(state), micros(now), l.ID); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE lease_resources SET lease_id = '', expires_at = 0 WHERE lease_id = ?`), l.ID); err != nil {
+		return err
+	}
+	kind := checkpointd.EventLeaseReleased
+	if state == checkpointd.LeaseExpired {
+		kind = checkpointd.EventLeaseExpired
+	}
+	if err := appendEvent(ctx, tx, l.Holder.SessionID, now, kind, l.Holder.RunID,
+		map[string]any{"lease_id": l.ID, "resource": l.Resource, "fencing_token": l.FencingToken, "cause": cause}); err != nil {
+		return err
+	}
+	return rejudgeLeases(ctx, tx, l.Holder.SessionID, l.ID, now, cause)
+}
+
+func lostBecause(l *checkpointd.Lease, runID string, now time.Time) error {
+	switch {
+	case l.State != checkpointd.LeaseHeld:
+		return fmt.Errorf("%w: the lease was %s", checkpointd.ErrLeaseLost, l.State)
+	case !l.HeldAt(now):
+		return fmt.Errorf("%w: the lease expired at %s", checkpointd.ErrLeaseLost, l.ExpiresAt.Format(time.RFC3339))
+	case l.Holder.RunID != runID:
+		return fmt.Errorf("%w: the lease is held by another run", checkpointd.ErrLeaseLost)
+	}
+	return checkpointd.ErrLeaseLost
+}
+
+// reapResource expires the resource's grant if its time ran out.
+func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, key string, now time.Time) error {
+	var id string
+	err := tx.GetContext(ctx, &id, tx.Rebind(`SELECT lease_id FROM lease_resources WHERE resource_key = ? AND lease_id <> '' AND expires_at <= ?`), key, micros(now))
+	if err != nil {
+		return ignoreNoRows(err)
+	}
+	l, err := s.getLease(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	return s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now)
+}
+
+// ExpireLeases ends up to limit held leases whose time ran out, each with its
+// event and the validity of sessions that relied on it, and returns how many
+// it ended. The lease worker calls it; it is safe to run concurrently.
+func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
+	now := s.now()
+	var ids []string
+	if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM leases WHERE state = 'held' AND expires_at <= ? ORDER BY expires_at LIMIT ?`), micros(now), limit); err != nil {
+		return 0, s.classify(err)
+	}
+	n := 0
+	for _, id := range ids {
+		ended := false
+		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+			l, err := s.getLease(ctx, tx, id)
+			if err != nil || l.State != checkpointd.LeaseHeld || l.ExpiresAt.After(now) {
+				return err // renewed or ended meanwhile
+			}
+			ended = true
+			return s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now)
+		})
+		if err != nil {
+			return n, err
+		}
+		if ended {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// moveLeases hands a session's held leases to its new run on takeover, each
+// with a new fencing token, in the takeover's transaction.
+func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, sessionID, oldRun, newRun string, now time.Time) error {
+	var held []leaseRow
+	if err := tx.SelectContext(ctx, &held, tx.Rebind(selectLease+` WHERE session_id = ? AND state = 'held' AND expires_at > ? ORDER BY id`), sessionID, micros(now)); err != nil {
+		return err
+	}
+	for _, r := range held {
+		var token int64
+		if err := tx.QueryRowxContext(ctx, tx.Rebind(`UPDATE lease_resources SET fencing_token = fencing_token + 1 WHERE lease_id = ? RETURNING fencing_token`), r.ID).Scan(&token); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET run_id = ?, fencing_token = ? WHERE id = ?`), newRun, token, r.ID); err != nil {
+			return err
+		}
+		if err := appendEvent(ctx, tx, sessionID, now, checkpointd.EventLeaseMoved, newRun,
+			map[string]any{"lease_id": r.ID, "from_run": oldRun, "fencing_token": token}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseSessionLeases ends every held lease of a session that ends.
+func (s *Store) releaseSessionLeases(ctx context.Context, tx *sqlx.Tx, sessionID string, now time.Time) error {
+	var held []leaseRow
+	if err := tx.SelectContext(ctx, &held, tx.Rebind(selectLease+` WHERE session_id = ? AND state = 'held' ORDER BY id`), sessionID); err != nil {
+		return err
+	}
+	for _, r := range held {
+		if err := s.endLease(ctx, tx, r.lease(), checkpointd.LeaseReleased, "session_ended", now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heldByRun returns the leases a run holds at now, id → fencing token: what
+// completeness checks a checkpoint's named leases against.
+func heldByRun(ctx context.Context, tx *sqlx.Tx, runID string, now time.Time) (map[string]int64, error) {
+	var rows []struct {
+		ID    string `db:"id"`
+		Token int64  `db:"fencing_token"`
+	}
+	if err := tx.SelectContext(ctx, &rows, tx.Rebind(`SELECT id, fencing_token FROM leases WHERE run_id = ? AND state = 'held' AND expires_at > ?`), runID, micros(now)); err != nil {
+		return nil, err
+	}
+	held := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		held[r.ID] = r.Token
+	}
+	return held, nil
+}

@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// setValidity records a new validity for a session, with its evidence in the
+// event log, when it differs from the stored one. Invalidated is final.
+func setValidity(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Time, from, to checkpointd.Validity, reason string, evidence map[string]any) error {
+	if from == to || from == checkpointd.ValidityInvalidated {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET validity = ?, validity_reason = ?, validity_at = ? WHERE id = ?`),
+		string(to), reason, micros(at), sessionID); err != nil {
+		return err
+	}
+	data := map[string]any{"from": from, "to": to, "reason": reason}
+	for k, v := range evidence {
+		data[k] = v
+	}
+	return appendEvent(ctx, tx, sessionID, at, checkpointd.EventValidity, "", data)
+}
+
+// rejudgeLeases re-evaluates the lease half of a session's validity after
+// one of its leases ended: if the latest checkpoint names that lease, the
+// session has lost it.
+func rejudgeLeases(ctx context.Context, tx *sqlx.Tx, sessionID, leaseID string, at time.Time, cause string) error {
+	var row struct {
+		Validity string `db:"validity"`
+		Head     string `db:"head"`
+		Document string `db:"document"`
+	}
+	err := tx.GetContext(ctx, &row, tx.Rebind(`
+SELECT s.validity, s.head, COALESCE(c.document, '{}') AS document
+FROM sessions s LEFT JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
+WHERE s.id = ? AND s.state = 'active'`), sessionID)
+	if err != nil {
+		return ignoreNoRows(err)
+	}
+	var doc checkpointd.Document
+	if err := jsonUnmarshal(row.Document, &doc); err != nil {
+		return err
+	}
+	named := false
+	for _, l := range doc.Leases {
+		named = named || l.LeaseID == leaseID
+	}
+	if !named {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET leases_ok = FALSE WHERE id = ?`), sessionID); err != nil {
+		return err
+	}
+	v, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{
+		Invalidated: row.Validity == string(checkpointd.ValidityInvalidated), LeasesHeld: false, Head: row.Head})
+	return setValidity(ctx, tx, sessionID, at, checkpointd.Validity(row.Validity), v, reason,
+		map[string]any{"lease_id": leaseID, "cause": cause})
+}
+
+// setValidityMany moves many sessions from one validity to another with one
+// statement per chunk and one multi-row event insert: a push can touch a
+// thousand sessions and must still answer Gitea within its timeout.
+func setValidityMany(ctx context.Context, tx *sqlx.Tx, ids []string, at time.Time, from, to checkpointd.Validity, reason string, evidence map[string]any) error {
+	data := map[string]any{"from": from, "to": to, "reason": reason}
+	for k, v := range evidence {
+		data[k] = v
+	}
+	payload, err := jsonMarshal(data)
+	if err != nil {
+		return err
+	}
+	const chunk = 500
+	for len(ids) > 0 {
+		n := min(chunk, len(ids))
+		part := ids[:n]
+		ids = ids[n:]
+		q, args, err := sqlx.In(`UPDATE sessions SET validity = ?, validity_reason = ?, validity_at = ?, event_seq = event_seq + 1
+WHERE id IN (?) AND validity <> 'invalidated' RETURNING id, event_seq`, string(to), reason, micros(at), part)
+		if err != nil {
+			return err
+		}
+		var seqs []struct {
+			ID  string `db:"id"`
+			Seq int64  `db:"event_seq"`
+		}
+		if err := tx.SelectContext(ctx, &seqs, tx.Rebind(q), args...); err != nil {
+			return err
+		}
+		if len(seqs) == 0 {
+			continue
+		}
+		values := make([]string, len(seqs))
+		eargs := make([]any, 0, len(seqs)*6)
+		for i, r := range seqs {
+			values[i] = "(?, ?, ?, ?, ?, ?)"
+			eargs = append(eargs, r.ID, r.Seq, micros(at), checkpointd.EventValidity, "", payload)
+		}
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data) VALUES `+strings.Join(values, ", ")), eargs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
