@@ -1,0 +1,128 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// Store is what the handler needs of persistence: a delivery and its effects
+// commit in one transaction, and a delivery id seen before has no effect.
+type Store interface {
+	ApplyDelivery(ctx context.Context, d store.DeliveryRecord, obs []checkpointd.Observation) (*checkpointd.ObservationEffects, bool, error)
+}
+
+// Handler serves POST /webhooks/gitea: verify, parse, record with effects,
+// answer. It answers fast: Gitea gives up after 5 s and never retries, and
+// reconcile repairs whatever a lost delivery missed.
+type Handler struct {
+	Verifier *Verifier
+	Store    Store
+	Log      *slog.Logger
+}
+
+// ServeHTTP handles one delivery.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d, err := h.Verifier.Read(r)
+	if err != nil {
+		h.reject(w, r, "", err)
+		return
+	}
+	ev, err := Parse(d)
+	if err != nil {
+		h.reject(w, r, d.ID, err)
+		return
+	}
+	obs, repo := observations(d, ev)
+	if obs == nil {
+		ig, _ := ev.(Ignored)
+		write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "ignored": ig.Reason})
+		return
+	}
+	effects, dup, err := h.Store.ApplyDelivery(r.Context(), store.DeliveryRecord{ID: d.ID, Event: d.Event, Forge: d.Forge, Repo: repo}, obs)
+	if err != nil {
+		h.Log.ErrorContext(r.Context(), "webhook delivery not recorded", slog.String("delivery", d.ID), slog.Any("err", err))
+		problem(w, http.StatusServiceUnavailable, "store_unavailable", "the store cannot record the delivery; reconcile will catch up")
+		return
+	}
+	if dup {
+		write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "duplicate": true})
+		return
+	}
+	write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "effects": effects})
+}
+
+// observations turns an event into evidence; nil for events with none.
+func observations(d *Delivery, ev Event) ([]checkpointd.Observation, string) {
+	src := "webhook:" + d.ID
+	switch e := ev.(type) {
+	case Push:
+		before := e.Before
+		if IsZeroSHA(before) {
+			before = "" // a new branch continues nothing
+		}
+		return []checkpointd.Observation{{Repo: e.Repo.FullName, RepoID: e.Repo.ID, Branch: e.Branch,
+			Head: e.After, Before: before, Source: src}}, e.Repo.FullName
+	case BranchDeleted:
+		return []checkpointd.Observation{{Repo: e.Repo.FullName, RepoID: e.Repo.ID, Branch: e.Branch,
+			End: checkpointd.RefDeleted, Source: src}}, e.Repo.FullName
+	case PullRequest:
+		o := checkpointd.Observation{Repo: e.Repo.FullName, RepoID: e.Repo.ID, PR: e.Number, Head: e.HeadSHA, Source: src}
+		if e.Closed {
+			o.End = checkpointd.RefClosed
+			if e.Merged {
+				o.End = checkpointd.RefMerged
+			}
+		}
+		return []checkpointd.Observation{o}, e.Repo.FullName
+	}
+	return nil, ""
+}
+
+// rejections map verification and parsing failures to statuses and codes.
+var rejections = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{ErrNoSecret, http.StatusUnauthorized, "webhook_secret_not_configured"},
+	{ErrMissingSignature, http.StatusUnauthorized, "missing_signature"},
+	{ErrBadSignature, http.StatusUnauthorized, "bad_signature"},
+	{ErrTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
+	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+	{ErrMethod, http.StatusMethodNotAllowed, "method_not_allowed"},
+	{ErrMissingHeader, http.StatusBadRequest, "malformed_delivery"},
+	{ErrMalformed, http.StatusBadRequest, "malformed_delivery"},
+}
+
+// reject answers a refused delivery and logs it once, without the payload.
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, id string, err error) {
+	status, code := http.StatusBadRequest, "malformed_delivery"
+	for _, rj := range rejections {
+		if errors.Is(err, rj.err) {
+			status, code = rj.status, rj.code
+			break
+		}
+	}
+	h.Log.WarnContext(r.Context(), "webhook delivery rejected", slog.String("delivery", id), slog.String("code", code),
+		slog.String("remote", r.RemoteAddr), slog.Any("err", err))
+	problem(w, status, code, err.Error())
+}
+
+func problem(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "https://checkpointd.dev/problems/" + code,
+		"title": http.StatusText(status), "status": status, "code": code, "detail": detail})
+}
+
+func write(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
