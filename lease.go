@@ -94,6 +94,7 @@ type Lease struct {
 	Resource     Resource    `json:"resource"`
 	Holder       LeaseHolder `json:"holder"`
 	FencingToken int64       `json:"fencing_token"`
+	TTLSeconds   int64       `json:"ttl_seconds"` // the term of the last grant or renewal
 	State        LeaseState  `json:"state"`
 	AcquiredAt   time.Time   `json:"acquired_at"`
 	ExpiresAt    time.Time   `json:"expires_at"`

@@ -73,8 +73,8 @@ func (a *api) renewLease(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if q.TTLSeconds == 0 {
-		// Renew for the lease's original term unless told otherwise.
-		q.TTLSeconds = int64(l.ExpiresAt.Sub(l.AcquiredAt).Seconds())
+		// Renew for the lease's last term unless told otherwise.
+		q.TTLSeconds = l.TTLSeconds
 	}
 	renewed, err := a.Leases.Renew(r.Context(), l.ID, q.RunID, q.TTLSeconds)
 	if err != nil {

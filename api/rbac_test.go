@@ -53,6 +53,21 @@ var accessRoutes = []accessRoute{
 	{"POST", "/v1/sessions/{id}/end", "/v1/sessions/{id}/end", checkpointd.RoleAgent, true, 200,
 		func(f accessFixture) any { return map[string]any{"run_id": f.run, "outcome": "completed"} }},
 	{"GET", "/v1/sessions/{id}/events", "/v1/sessions/{id}/events", checkpointd.RoleReader, true, 200, nil},
+	// Each cell leases a branch named after its own session, so it is free.
+	{"POST", "/v1/leases", "/v1/leases", checkpointd.RoleAgent, true, 201,
+		func(f accessFixture) any {
+			return map[string]any{"resource": map[string]any{"kind": "branch", "repo": "acme/widgets", "branch": "matrix-" + f.id},
+				"session_id": f.id, "run_id": f.run, "ttl_seconds": 60}
+		}},
+	// Listing is never forbidden: it is filtered by scope (TestListLeasesAPI).
+	{"GET", "/v1/leases", "/v1/leases", checkpointd.RoleReader, false, 200, nil},
+	// {id} is the fixture's session, which names no lease: these rows prove
+	// authentication and role, which come before the lookup (404 once
+	// allowed). The lease's scope (403) is checked in TestRenewLease and
+	// TestReleaseLease.
+	{"POST", "/v1/leases/{id}/renew", "/v1/leases/{id}/renew", checkpointd.RoleAgent, false, 404,
+		func(f accessFixture) any { return map[string]any{"run_id": f.run} }},
+	{"DELETE", "/v1/leases/{id}", "/v1/leases/{id}", checkpointd.RoleAgent, false, 404, nil},
 }
 
 // roleRank orders token roles as §5 does: each role may do what the ones

@@ -31,12 +31,12 @@ type NewLease struct {
 	InScope func(repo string) bool
 }
 
-// lockRun locks an active session for its current run and reserves one
-// event seq. It answers why not when the run may not act.
+// lockRun locks an active session for its current run (a no-op update takes
+// the row lock on both engines). It answers why not when the run may not act.
 const lockRun = `
-UPDATE sessions SET event_seq = event_seq + 1
+UPDATE sessions SET event_seq = event_seq
 WHERE id = ? AND state = 'active' AND current_run_id = ?
-RETURNING event_seq, repo`
+RETURNING repo`
 
 // claimResource grants the resource to a new lease when it is free, or when
 // its grant expired, in one statement on both engines: the database, not a
@@ -52,8 +52,8 @@ RETURNING fencing_token`
 
 const insertLease = `
 INSERT INTO leases (id, resource_key, kind, repo, repo_key, number, branch, session_id, run_id,
-    fencing_token, state, acquired_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?, ?)`
+    fencing_token, state, acquired_at, expires_at, term)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?, ?, ?)`
 
 // AcquireLease grants a resource to a session's current run for ttl.
 // Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded, ErrForbidden,
@@ -64,11 +64,10 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 	key := in.Resource.Key()
 	l := &checkpointd.Lease{ID: checkpointd.NewID(checkpointd.PrefixLease), Resource: in.Resource,
 		Holder: checkpointd.LeaseHolder{SessionID: in.SessionID, RunID: in.RunID}, State: checkpointd.LeaseHeld,
-		AcquiredAt: now, ExpiresAt: now.Add(in.TTL).Truncate(time.Microsecond)}
+		AcquiredAt: now, ExpiresAt: now.Add(in.TTL).Truncate(time.Microsecond), TTLSeconds: int64(in.TTL / time.Second)}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var eseq int64
 		var repo string
-		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), in.SessionID, in.RunID).Scan(&eseq, &repo)
+		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), in.SessionID, in.RunID).Scan(&repo)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.whyRejected(ctx, tx, in.SessionID, in.RunID, 0)
 		}
@@ -99,10 +98,10 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 		}
 		r := in.Resource
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertLease), l.ID, key, string(r.Kind), r.Repo, strings.ToLower(r.Repo),
-			r.Number, r.Branch, in.SessionID, in.RunID, l.FencingToken, micros(now), micros(l.ExpiresAt)); err != nil {
+			r.Number, r.Branch, in.SessionID, in.RunID, l.FencingToken, micros(now), micros(l.ExpiresAt), in.TTL.Microseconds()); err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, in.SessionID, eseq, now, checkpointd.EventLeaseAcquired, in.RunID,
+		return appendEvent(ctx, tx, in.SessionID, now, checkpointd.EventLeaseAcquired, in.RunID,
 			map[string]any{"lease_id": l.ID, "resource": r, "fencing_token": l.FencingToken, "expires_at": l.ExpiresAt})
 	})
 	if err != nil {
@@ -119,8 +118,8 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 	expires := now.Add(ttl).Truncate(time.Microsecond)
 	var out *checkpointd.Lease
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET expires_at = ? WHERE id = ? AND run_id = ? AND state = 'held' AND expires_at > ?`),
-			micros(expires), id, runID, micros(now))
+		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET expires_at = ?, term = ? WHERE id = ? AND run_id = ? AND state = 'held' AND expires_at > ?`),
+			micros(expires), ttl.Microseconds(), id, runID, micros(now))
 		if err != nil {
 			return err
 		}
@@ -161,16 +160,32 @@ func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) 
 		if force {
 			cause = "force_released"
 		}
-		return s.endLease(ctx, tx, l, checkpointd.LeaseReleased, cause, now)
+		if err := s.endLease(ctx, tx, l, checkpointd.LeaseReleased, cause, now); errors.Is(err, errLeaseUnchanged) {
+			return fmt.Errorf("%w: the lease ended meanwhile", checkpointd.ErrLeaseLost)
+		} else if err != nil {
+			return err
+		}
+		return nil
 	})
 }
 
 // endLease ends a held grant, frees its resource, records the event and
 // re-judges the holder session's validity.
+//
+// The update re-checks the grant under its row lock: a grant renewed (or
+// ended) since the caller read it is left alone and errLeaseUnchanged says
+// so, so a racing renewal is never undone and an end is recorded once.
 func (s *Store) endLease(ctx context.Context, tx *sqlx.Tx, l *checkpointd.Lease, state checkpointd.LeaseState, cause string, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET state = ?, ended_at = ? WHERE id = ? AND state = 'held'`),
-		string(state), micros(now), l.ID); err != nil {
+	q, args := `UPDATE leases SET state = ?, ended_at = ? WHERE id = ? AND state = 'held'`, []any{string(state), micros(now), l.ID}
+	if state == checkpointd.LeaseExpired {
+		q, args = q+` AND expires_at <= ?`, append(args, micros(now))
+	}
+	res, err := tx.ExecContext(ctx, tx.Rebind(q), args...)
+	if err != nil {
 		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errLeaseUnchanged
 	}
 	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE lease_resources SET lease_id = '', expires_at = 0 WHERE lease_id = ?`), l.ID); err != nil {
 		return err
@@ -185,6 +200,10 @@ func (s *Store) endLease(ctx context.Context, tx *sqlx.Tx, l *checkpointd.Lease,
 	}
 	return rejudgeLeases(ctx, tx, l.Holder.SessionID, l.ID, now, cause)
 }
+
+// errLeaseUnchanged reports that a grant was no longer in the state its
+// ender read: renewed, or ended by someone else meanwhile.
+var errLeaseUnchanged = errors.New("lease changed meanwhile")
 
 func lostBecause(l *checkpointd.Lease, runID string, now time.Time) error {
 	switch {
@@ -209,7 +228,10 @@ func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, key string, now t
 	if err != nil {
 		return err
 	}
-	return s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now)
+	if err := s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now); !errors.Is(err, errLeaseUnchanged) {
+		return err
+	}
+	return nil // renewed meanwhile: still held, the claim below fails
 }
 
 // ExpireLeases ends up to limit held leases whose time ran out, each with its
@@ -229,8 +251,12 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
 			if err != nil || l.State != checkpointd.LeaseHeld || l.ExpiresAt.After(now) {
 				return err // renewed or ended meanwhile
 			}
-			ended = true
-			return s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now)
+			err = s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now)
+			if errors.Is(err, errLeaseUnchanged) {
+				return nil // renewed or ended by another replica meanwhile
+			}
+			ended = err == nil
+			return err
 		})
 		if err != nil {
 			return n, err
@@ -272,7 +298,7 @@ func (s *Store) releaseSessionLeases(ctx context.Context, tx *sqlx.Tx, sessionID
 		return err
 	}
 	for _, r := range held {
-		if err := s.endLease(ctx, tx, r.lease(), checkpointd.LeaseReleased, "session_ended", now); err != nil {
+		if err := s.endLease(ctx, tx, r.lease(), checkpointd.LeaseReleased, "session_ended", now); err != nil && !errors.Is(err, errLeaseUnchanged) {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -24,11 +25,12 @@ type leaseRow struct {
 	State        string        `db:"state"`
 	AcquiredAt   int64         `db:"acquired_at"`
 	ExpiresAt    int64         `db:"expires_at"`
+	Term         int64         `db:"term"`
 	EndedAt      sql.NullInt64 `db:"ended_at"`
 }
 
 const selectLease = `
-SELECT id, kind, repo, number, branch, session_id, run_id, fencing_token, state, acquired_at, expires_at, ended_at
+SELECT id, kind, repo, number, branch, session_id, run_id, fencing_token, state, acquired_at, expires_at, term, ended_at
 FROM leases`
 
 func (r leaseRow) lease() *checkpointd.Lease {
@@ -36,7 +38,8 @@ func (r leaseRow) lease() *checkpointd.Lease {
 		Resource: checkpointd.Resource{Kind: checkpointd.ResourceKind(r.Kind), Repo: r.Repo, Number: r.Number, Branch: r.Branch},
 		Holder:   checkpointd.LeaseHolder{SessionID: r.SessionID, RunID: r.RunID}, FencingToken: r.FencingToken,
 		State: checkpointd.LeaseState(r.State), AcquiredAt: fromMicros(r.AcquiredAt), ExpiresAt: fromMicros(r.ExpiresAt),
-		EndedAt: fromNullMicros(r.EndedAt)}
+		TTLSeconds: r.Term / int64(time.Second/time.Microsecond),
+		EndedAt:    fromNullMicros(r.EndedAt)}
 }
 
 func (s *Store) getLease(ctx context.Context, q sqlx.QueryerContext, id string) (*checkpointd.Lease, error) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -189,6 +190,12 @@ func (s *Store) releaseRefLeases(ctx context.Context, tx *sqlx.Tx, repoKey strin
 	if err != nil {
 		return err
 	}
+	if err := s.endLease(ctx, tx, l, checkpointd.LeaseReleased, "ref_"+string(o.End), now); err != nil {
+		if errors.Is(err, errLeaseUnchanged) {
+			return nil
+		}
+		return err
+	}
 	eff.LeasesReleased++
-	return s.endLease(ctx, tx, l, checkpointd.LeaseReleased, "ref_"+string(o.End), now)
+	return nil
 }

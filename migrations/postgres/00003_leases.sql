@@ -29,6 +29,7 @@ CREATE TABLE leases (
     state         TEXT NOT NULL,
     acquired_at   BIGINT NOT NULL,
     expires_at    BIGINT NOT NULL,
+    term          BIGINT NOT NULL, -- the granted TTL in microseconds: what a renewal extends by by default
     ended_at      BIGINT
 );
 CREATE INDEX leases_session ON leases (session_id, state);
