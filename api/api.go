@@ -4,20 +4,26 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/lease"
+	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
 )
 
 // Store is what the API needs of persistence.
 type Store interface {
 	lease.Store
+	reconcile.Store
+	DrainStore
+	LastReconcileReport(ctx context.Context) (json.RawMessage, error)
 	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
 	CreateSession(ctx context.Context, in store.NewSession) (*checkpointd.Session, error)
 	GetSession(ctx context.Context, id string) (*checkpointd.Session, error)
@@ -51,11 +57,26 @@ type Deps struct {
 	// MaxDocumentBytes caps a checkpoint document (default 256 KiB).
 	MaxDocumentBytes int64
 	Logger           *slog.Logger
+	// Reconciler serves POST /v1/reconcile; it defaults to one over Store
+	// with no forge (its passes report "forge not configured").
+	Reconciler Reconciler
+	// Verifier, when set, re-checks the sessions blocked only by unverified
+	// before the drain gate decides, for at most VerifyTimeout (default
+	// 10s). Nil skips the step.
+	Verifier      Verifier
+	VerifyTimeout time.Duration
+	// OnDrainDecision, when set, is told every decision of the drain gate
+	// (e.g. to count it in a metric).
+	OnDrainDecision func(checkpointd.DrainOutcome)
+	// DrainHeaderTTL is how long the Checkpointd-Drain header may lag the
+	// drain state (default 1s; negative: read the store every request).
+	DrainHeaderTTL time.Duration
 }
 
 type api struct {
 	Deps
-	log *slog.Logger
+	log  *slog.Logger
+	gate drainGate
 }
 
 // New returns the HTTP handler of the whole API.
@@ -64,14 +85,21 @@ func New(d Deps) http.Handler {
 		d.MaxDocumentBytes = checkpointd.DefaultMaxDocumentBytes
 	}
 	a := &api{Deps: d, log: d.Logger}
+	a.gate.ttl = d.DrainHeaderTTL
+	if a.gate.ttl == 0 {
+		a.gate.ttl = defaultGateTTL
+	}
 	if a.Leases == nil {
 		a.Leases = lease.NewManager(d.Store, d.Logger)
+	}
+	if a.Reconciler == nil {
+		a.Reconciler = &reconcile.Reconciler{Store: d.Store, Log: d.Logger}
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, a.recoverer)
+	r.Use(middleware.RequestID, a.recoverer, a.drainHeader)
 	r.NotFound(a.handle(func(http.ResponseWriter, *http.Request) error { return checkpointd.ErrNotFound }))
 	r.MethodNotAllowed(a.handle(func(http.ResponseWriter, *http.Request) error { return errMethodNotAllowed }))
 
@@ -100,6 +128,12 @@ func New(d Deps) http.Handler {
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/leases", a.handle(a.listLeases))
 		r.With(a.require(checkpointd.RoleAgent)).Post("/v1/leases/{id}/renew", a.handle(a.renewLease))
 		r.With(a.require(checkpointd.RoleAgent)).Delete("/v1/leases/{id}", a.handle(a.releaseLease))
+		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/reconcile", a.handle(a.reconcileNow))
+		r.With(a.require(checkpointd.RoleReader)).Get("/v1/reconcile/last", a.handle(a.lastReconcile))
+		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain", a.handle(a.startDrain))
+		r.With(a.require(checkpointd.RoleReader)).Get("/v1/drain", a.handle(a.getDrain))
+		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/complete", a.handle(a.completeDrain))
+		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/cancel", a.handle(a.cancelDrain))
 	})
 	return r
 }

@@ -11,12 +11,19 @@ import (
 	"github.com/checkpointd/checkpointd/store"
 )
 
-func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) error {
+func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error) {
 	id := chi.URLParam(r, "id")
 	if !checkpointd.ValidID(id) {
 		return fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
-	raw, err := readBody(w, r, a.MaxDocumentBytes)
+	var raw []byte
+	defer func() {
+		// A write that fails while a drain runs must block it (drain.go).
+		if err != nil {
+			a.recordWriteFailure(r, id, raw, err)
+		}
+	}()
+	raw, err = readBody(w, r, a.MaxDocumentBytes)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ var errorStatus = []struct {
 	{checkpointd.ErrLeaseHeld, http.StatusConflict, "lease_held"},
 	{checkpointd.ErrLeaseLost, http.StatusConflict, "lease_lost"},
 	{checkpointd.ErrDrainBlocked, http.StatusConflict, "drain_blocked"},
+	{errDrainRunning, http.StatusConflict, "drain_running"},
 	{checkpointd.ErrDraining, http.StatusServiceUnavailable, "draining"},
 	{checkpointd.ErrStoreUnavailable, http.StatusServiceUnavailable, "store_unavailable"},
 	{errPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},

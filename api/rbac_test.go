@@ -68,6 +68,22 @@ var accessRoutes = []accessRoute{
 	{"POST", "/v1/leases/{id}/renew", "/v1/leases/{id}/renew", checkpointd.RoleAgent, false, 404,
 		func(f accessFixture) any { return map[string]any{"run_id": f.run} }},
 	{"DELETE", "/v1/leases/{id}", "/v1/leases/{id}", checkpointd.RoleAgent, false, 404, nil},
+	// Reconcile is daemon-wide: operators only, not scoped. Readers may see
+	// the last report; a scoped one sees only its repos' details
+	// (TestLastReportScoped). The harness has no forge, so a pass reports
+	// "forge not configured" and changes no validity.
+	{"POST", "/v1/reconcile", "/v1/reconcile", checkpointd.RoleOperator, false, 200, nil},
+	{"GET", "/v1/reconcile/last", "/v1/reconcile/last", checkpointd.RoleReader, false, 200, nil},
+	// The drain is daemon-wide: operators start, complete and cancel it;
+	// readers see it, a scoped one only its repos' blocking sessions
+	// (TestDrainRequests). Every cell cancels what it started, so the
+	// next cell may create its session: complete and cancel then find no
+	// open drain (404 once allowed, like the lease rows above).
+	{"POST", "/v1/drain", "/v1/drain", checkpointd.RoleOperator, false, 201,
+		func(accessFixture) any { return map[string]any{"reason": "matrix"} }},
+	{"GET", "/v1/drain", "/v1/drain", checkpointd.RoleReader, false, 200, nil},
+	{"POST", "/v1/drain/complete", "/v1/drain/complete", checkpointd.RoleOperator, false, 404, nil},
+	{"POST", "/v1/drain/cancel", "/v1/drain/cancel", checkpointd.RoleOperator, false, 404, nil},
 }
 
 // roleRank orders token roles as §5 does: each role may do what the ones
@@ -160,6 +176,8 @@ func TestAccessMatrix(t *testing.T) {
 						if rt.body != nil {
 							body = rt.body(f)
 						}
+						// A drain left running would refuse the next cells' sessions.
+						defer h.do("POST", "/v1/drain/cancel", h.operator, nil)
 						r := h.do(rt.method, strings.ReplaceAll(rt.path, "{id}", f.id), c.token, body).expect(t, status, code)
 						if status == http.StatusUnauthorized && r.header.Get("WWW-Authenticate") == "" {
 							t.Errorf("401 without WWW-Authenticate")

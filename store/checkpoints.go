@@ -31,18 +31,27 @@ type CheckpointWrite struct {
 // advanceSession claims the next checkpoint and event seqs and moves the
 // session's binding (PR, branch, head) to what the checkpoint says, but only
 // for the session's current run at its fencing token: the row lock this
-// takes serialises concurrent writers of one session.
+// takes serialises concurrent writers of one session. A successful write
+// clears a recorded write failure (drain gate).
 const advanceSession = `
 UPDATE sessions SET
     checkpoint_seq = checkpoint_seq + 1,
     event_seq = event_seq + 1,
     updated_at = ?,
+    checkpoint_at = ?,
     pr = COALESCE(?, pr),
     branch = COALESCE(?, branch),
     worktree = COALESCE(?, worktree),
-    head = ?
+    head = ?,
+    write_failed_at = NULL,
+    write_failed_code = ''
 WHERE id = ? AND state = 'active' AND current_run_id = ? AND run_seq = ?
-RETURNING checkpoint_seq, event_seq, repo, role, validity, leases_ok, branch, pr`
+RETURNING checkpoint_seq, event_seq, repo, role, validity, leases_ok, branch, pr, latest_complete, latest_missing, drain_ready`
+
+// setReadiness keeps what the drain gate needs on the session row; a
+// checkpoint written while a drain runs makes the session ready for it when
+// complete.
+const setReadiness = `UPDATE sessions SET leases_ok = ?, latest_complete = ?, latest_missing = ?, drain_ready = ? WHERE id = ?`
 
 const insertCheckpoint = `
 INSERT INTO checkpoints (session_id, seq, parent_seq, run_id, fencing_token, created_at, stage,
@@ -82,8 +91,13 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		var leasesOK bool
 		var boundBranch string
 		var boundPR int64
-		err := tx.QueryRowxContext(ctx, tx.Rebind(advanceSession), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
-			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK, &boundBranch, &boundPR)
+		var was struct {
+			complete, ready bool
+			missing         string
+		}
+		err := tx.QueryRowxContext(ctx, tx.Rebind(advanceSession), micros(now), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
+			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK,
+			&boundBranch, &boundPR, &was.complete, &was.missing, &was.ready)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.whyRejected(ctx, tx, w.SessionID, doc.RunID, doc.FencingToken)
 		}
@@ -111,8 +125,12 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		for _, m := range cp.Missing {
 			nowOK = nowOK && !strings.HasPrefix(m, "lease:")
 		}
-		if nowOK != leasesOK {
-			if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET leases_ok = ? WHERE id = ?`), nowOK, w.SessionID); err != nil {
+		// Readiness for a drain (drain.go) lives on the row, written only
+		// when it changes: an agent writing complete checkpoints pays no
+		// extra statement.
+		missingJSON, _ := json.Marshal(cp.Missing)
+		if nowOK != leasesOK || cp.Complete != was.complete || cp.Complete != was.ready || string(missingJSON) != was.missing {
+			if _, err := tx.ExecContext(ctx, tx.Rebind(setReadiness), nowOK, cp.Complete, string(missingJSON), cp.Complete, w.SessionID); err != nil {
 				return err
 			}
 		}
@@ -137,7 +155,6 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		if validity != string(checkpointd.ValidityInvalidated) {
 			cp.Validity = judged
 		}
-		missingJSON, _ := json.Marshal(cp.Missing)
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertCheckpoint), w.SessionID, seq, cp.ParentSeq, doc.RunID,
 			doc.FencingToken, micros(now), doc.Stage, ws.Branch, head, w.Digest, w.Redactions, cp.Complete,
 			string(missingJSON), string(clearJSON), s.keys.Seal(private, checkpointAAD(w.SessionID, seq))); err != nil {

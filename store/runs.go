@@ -50,7 +50,8 @@ const supersedeRun = `UPDATE runs SET superseded_at = ?, superseded_by = ? WHERE
 // current run; with takeover the current run is superseded and the new run
 // gets the next fencing token. Concurrent takeovers serialise on the session
 // row and leave exactly one current run. Errors: ErrNotFound,
-// ErrSessionEnded, ErrRunActive, ErrStoreUnavailable.
+// ErrSessionEnded, ErrDraining (a drain gates new runs), ErrRunActive,
+// ErrStoreUnavailable.
 func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*checkpointd.Run, error) {
 	now := s.now()
 	rid := checkpointd.NewID(checkpointd.PrefixRun)
@@ -63,6 +64,9 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 		}
 		if st.State != string(checkpointd.SessionActive) {
 			return checkpointd.ErrSessionEnded
+		}
+		if err := refuseIfDraining(ctx, tx); err != nil {
+			return err
 		}
 		if !in.Takeover {
 			return fmt.Errorf("%w: run %s is current; start with takeover to supersede it", checkpointd.ErrRunActive, st.CurrentRunID)

@@ -38,7 +38,8 @@ INSERT INTO runs (id, session_id, fencing_token, agent, started_at, takeover_rea
 VALUES (?, ?, ?, ?, ?, ?)`
 
 // CreateSession creates an active session and its first run (fencing token
-// 1), with their events, in one transaction.
+// 1), with their events, in one transaction. Errors: ErrDraining while a
+// drain gates new sessions, ErrStoreUnavailable.
 func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.Session, error) {
 	now := s.now()
 	sid, rid := checkpointd.NewID(checkpointd.PrefixSession), checkpointd.NewID(checkpointd.PrefixRun)
@@ -50,6 +51,9 @@ func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.
 	agentJSON, _ := json.Marshal(in.Agent)
 	var sess *checkpointd.Session
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := refuseIfDraining(ctx, tx); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertSession), sid, in.Repo, strings.ToLower(in.Repo), in.Role,
 			in.Issue, in.PR, in.Branch, in.Worktree, string(capsJSON), in.CreatedBy,
 			micros(now), micros(now), rid, micros(now)); err != nil {

@@ -80,6 +80,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			tokenCommand(dataFlags, stdout),
 			keyCommand(from, dataFlags, getenv, stdout),
 			loadtestCommand(from, clientFlags, stdout),
+			reconcileCommand(from, clientFlags, stdout),
+			drainCommand(from, clientFlags, stdout),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -40,6 +40,7 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Sources: from("CHECKPOINTD_SHUTDOWN_TIMEOUT"),
 			Usage: "how long in-flight requests may take to finish on shutdown"},
 	}
+	flags = append(flags, reconcileServeFlags(from)...)
 	flags = append(append(flags, dataFlags...), logFlags...)
 	return &cli.Command{
 		Name:  "serve",
@@ -104,6 +105,25 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err := bootstrapOperator(ctx, s, dataDir, log); err != nil {
 		return err
 	}
+	reconciler, err := reconcilerFrom(c, s, log)
+	if err != nil {
+		return err
+	}
+	// A completed drain prepared this restart: lift it. A running drain
+	// is kept: it gates new sessions and runs across restarts.
+	if d, err := s.LiftCompletedDrain(ctx); err != nil {
+		return fmt.Errorf("cannot read the drain state: %w", err)
+	} else if d != nil {
+		log.Info("lifted the completed drain this restart was prepared by", slog.String("drain", d.ID))
+	}
+	// Webhooks sent while the daemon was down are lost: nothing observed
+	// before this start counts until reconcile has asked the forge again.
+	// This happens before serving, so no resume answer says otherwise.
+	if n, err := s.ResetValidity(ctx, "the daemon restarted; not reconciled since"); err != nil {
+		return fmt.Errorf("cannot reset validity: %w", err)
+	} else if n > 0 {
+		log.Info("sessions unverified until reconciled", slog.Int("count", n))
+	}
 
 	leases := lease.NewManager(s, log)
 	verifier := &webhook.Verifier{AllowUnsigned: c.Bool("webhook-allow-unsigned")}
@@ -121,7 +141,8 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	handler := api.New(api.Deps{
 		Store: s, Leases: leases, Workflow: wf, DigestKey: keys.DigestKey(),
 		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log},
-		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log,
+		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log, Reconciler: reconciler,
+		Verifier: reconciler,
 	})
 	ln, err := net.Listen("tcp", c.String("listen"))
 	if err != nil {
@@ -148,6 +169,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// PostgreSQL they are safe to run in each (every step is an atomic,
 	// conditional transaction).
 	g.Go(func() error { return leases.Run(gctx) })
+	// The first pass starts at once, in the background: readiness never
+	// waits for the forge.
+	g.Go(func() error { return reconciler.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")

@@ -1,0 +1,314 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// DrainHeader is the response header that tells every API client a drain
+// gates new sessions and runs (DESIGN §2, §6).
+const DrainHeader = "Checkpointd-Drain"
+
+// DrainStore is what the drain gate needs of persistence. The drain row in
+// the store is the truth every replica reads; nothing here decides from
+// memory.
+type DrainStore interface {
+	StartDrain(ctx context.Context, reason, by string) (*checkpointd.Drain, bool, error)
+	CancelDrain(ctx context.Context, by string) (*checkpointd.Drain, error)
+	CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error)
+	DrainStatus(ctx context.Context, q store.DrainQuery) (*store.DrainStatus, error)
+	DrainUnverified(ctx context.Context, limit int) ([]string, error)
+	DrainGating(ctx context.Context) (bool, error)
+	RecordWriteFailure(ctx context.Context, sessionID, runID, code string) (bool, error)
+}
+
+// Verifier re-checks sessions against the forge before the gate decides,
+// so that a session blocked only because it is unverified (e.g. after a
+// restart) need not wait for the next reconcile pass. reconcile implements
+// it. An error leaves the sessions unverified: they keep blocking.
+type Verifier interface {
+	VerifySessions(ctx context.Context, ids []string) error
+}
+
+// Drain gate defaults.
+const (
+	defaultVerifyTimeout = 10 * time.Second
+	// maxVerify bounds how many unverified sessions one decision asks
+	// reconcile about; the rest keep blocking until a pass reaches them.
+	maxVerify       = 10_000
+	defaultGateTTL  = time.Second
+	drainingValue   = "draining"
+	drainReasonHint = "why the drain is started, e.g. the deploy it prepares"
+)
+
+var errDrainRunning = errors.New("a drain is already running")
+
+type startDrainRequest struct {
+	Reason string `json:"reason"`
+}
+
+type drainResponse struct {
+	Drain *checkpointd.Drain `json:"drain"`
+}
+
+// startDrain starts a drain (operator): from now on new sessions and runs
+// are refused and every session must write a fresh, complete, valid
+// checkpoint before the drain can complete. 409 drain_running, with the
+// running drain, when one runs already.
+func (a *api) startDrain(w http.ResponseWriter, r *http.Request) error {
+	var q startDrainRequest
+	if err := decode(w, r, &q); err != nil {
+		return err
+	}
+	q.Reason = strings.TrimSpace(q.Reason)
+	switch {
+	case q.Reason == "":
+		return checkpointd.Invalid("/reason", "required: "+drainReasonHint)
+	case len(q.Reason) > checkpointd.MaxReasonLength:
+		return checkpointd.Invalid("/reason", fmt.Sprintf("at most %d bytes", checkpointd.MaxReasonLength))
+	}
+	if err := redactFields(&q.Reason); err != nil {
+		return err
+	}
+	d, started, err := a.Store.StartDrain(r.Context(), q.Reason, principal(r).TokenID)
+	if err != nil {
+		return err
+	}
+	a.gate.set(true)
+	w.Header().Set(DrainHeader, drainingValue)
+	if !started {
+		return &ProblemError{Err: fmt.Errorf("%w: drain %s, started %s", errDrainRunning, d.ID, d.StartedAt.Format(time.RFC3339)),
+			Extra: map[string]any{"drain": d}}
+	}
+	w.Header().Set("Location", "/v1/drain")
+	return writeJSON(w, http.StatusCreated, drainResponse{Drain: d})
+}
+
+type drainStatusResponse struct {
+	// Drain is the open drain, else the latest one, else null.
+	Drain *checkpointd.Drain `json:"drain"`
+	// Draining is true while new sessions and runs are refused.
+	Draining bool                       `json:"draining"`
+	Counts   *checkpointd.DrainCounts   `json:"counts"`
+	Blocking []checkpointd.DrainBlocker `json:"blocking"`
+	// NextCursor pages through the blocking list (by session id).
+	NextCursor *string `json:"next_cursor"`
+}
+
+// getDrain answers the drain's state (reader): counts of active, ready and
+// blocking sessions, and a page of the blocking ones with their reasons. A
+// scoped token sees every count but only its repos' sessions.
+func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
+	limit, err := pageLimit(r)
+	if err != nil {
+		return err
+	}
+	c, err := decodeCursor(r)
+	if err != nil {
+		return err
+	}
+	st, err := a.Store.DrainStatus(r.Context(), store.DrainQuery{Limit: limit, After: c.ID, Scope: principal(r).ScopeFilter()})
+	if err != nil {
+		return err
+	}
+	resp := drainStatusResponse{Drain: st.Drain, Draining: st.Drain != nil && st.Drain.Gating, Counts: st.Counts, Blocking: st.Blocking}
+	if len(st.Blocking) == limit {
+		next := encodeCursor(cursor{ID: st.Blocking[len(st.Blocking)-1].SessionID})
+		resp.NextCursor = &next
+	}
+	a.gate.set(resp.Draining)
+	if !resp.Draining {
+		w.Header().Del(DrainHeader)
+	}
+	return writeJSON(w, http.StatusOK, resp)
+}
+
+// completeDrain asks the gate to complete the open drain (operator). First
+// the sessions blocked only because they are unverified are handed to the
+// Verifier (bounded in time), then the store decides in one transaction.
+// 200 with the completed drain when nothing blocks; 409 drain_blocked with
+// the counts and the blocking list otherwise; 503 when anything the
+// decision needs cannot be read: it fails closed, the drain stays running.
+func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
+	limit, err := pageLimit(r)
+	if err != nil {
+		return err
+	}
+	if a.Verifier != nil {
+		ids, err := a.Store.DrainUnverified(r.Context(), maxVerify)
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			a.verify(r.Context(), ids)
+		}
+	}
+	d, err := a.Store.CompleteDrain(r.Context(), principal(r).TokenID, limit)
+	if err != nil {
+		return err
+	}
+	if d.Decision == nil {
+		return fmt.Errorf("%w: drain %s has no decision", checkpointd.ErrStoreUnavailable, d.ID)
+	}
+	a.observeDecision(r.Context(), d)
+	if d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
+		c := d.Decision.Counts
+		return &ProblemError{
+			Err: fmt.Errorf("%w: %d of %d active sessions block the drain", checkpointd.ErrDrainBlocked, c.Blocking, c.Active),
+			Extra: map[string]any{"drain_id": d.ID, "counts": c, "blocking": d.Decision.Blocking,
+				"decided_at": d.Decision.At},
+		}
+	}
+	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
+}
+
+// verify asks the Verifier about ids within the verify timeout. The call is
+// detached from the client's connection but not from the timeout: the gate
+// answers in bounded time whatever the forge does.
+func (a *api) verify(ctx context.Context, ids []string) {
+	timeout := a.VerifyTimeout
+	if timeout <= 0 {
+		timeout = defaultVerifyTimeout
+	}
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	start := time.Now()
+	if err := a.Verifier.VerifySessions(vctx, ids); err != nil {
+		a.log.WarnContext(ctx, "drain: verifying unverified sessions failed; they keep blocking",
+			slog.Int("sessions", len(ids)), slog.Duration("took", time.Since(start)), slog.Any("err", err))
+	}
+}
+
+// observeDecision logs a decision and hands it to OnDrainDecision (the
+// place for a metric).
+func (a *api) observeDecision(ctx context.Context, d *checkpointd.Drain) {
+	c := d.Decision.Counts
+	a.log.InfoContext(ctx, "drain decision", slog.String("drain", d.ID), slog.String("outcome", string(d.Decision.Outcome)),
+		slog.Int64("active", c.Active), slog.Int64("blocking", c.Blocking))
+	if a.OnDrainDecision != nil {
+		a.OnDrainDecision(d.Decision.Outcome)
+	}
+}
+
+// cancelDrain ends the open drain (operator): a running drain is
+// cancelled, a completed one lifted; new sessions and runs are admitted
+// again. 404 when no drain is open.
+func (a *api) cancelDrain(w http.ResponseWriter, r *http.Request) error {
+	d, err := a.Store.CancelDrain(r.Context(), principal(r).TokenID)
+	if err == nil || errors.Is(err, checkpointd.ErrNotFound) {
+		a.gate.set(false)
+		w.Header().Del(DrainHeader)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
+}
+
+// drainHeader marks every response with Checkpointd-Drain: draining while a
+// drain gates new sessions and runs. The header is advisory, so it may lag
+// a drain started on another replica by the cache's TTL; refusals and
+// decisions always read the store.
+func (a *api) drainHeader(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.gate.gating(r.Context(), a.Store.DrainGating, a.log) {
+			w.Header().Set(DrainHeader, drainingValue)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// drainGate caches whether a drain gates, for the header only.
+type drainGate struct {
+	ttl        time.Duration
+	mu         sync.Mutex
+	known      bool
+	value      bool
+	until      time.Time
+	refreshing bool
+}
+
+// gating returns the cached answer, reading the store when it is older
+// than the TTL. One request refreshes at a time; the others use the last
+// answer meanwhile. A failed read keeps the last answer.
+func (g *drainGate) gating(ctx context.Context, read func(context.Context) (bool, error), log *slog.Logger) bool {
+	g.mu.Lock()
+	if g.known && (g.refreshing || (g.ttl > 0 && time.Now().Before(g.until))) {
+		v := g.value
+		g.mu.Unlock()
+		return v
+	}
+	g.refreshing = true
+	g.mu.Unlock()
+
+	v, err := read(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refreshing = false
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			log.WarnContext(ctx, "drain header: cannot read the drain state", slog.Any("err", err))
+		}
+		// Try again after a TTL, not on every request of an outage.
+		g.until = time.Now().Add(g.ttl)
+		return g.value
+	}
+	g.known, g.value, g.until = true, v, time.Now().Add(g.ttl)
+	return v
+}
+
+// set records an answer this replica just wrote or read.
+func (g *drainGate) set(v bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.known, g.value, g.until = true, v, time.Now().Add(g.ttl)
+}
+
+// recordWriteFailure records a failed checkpoint write to sessionID that
+// could block a drain: one the client could have made succeed (400, 413,
+// 415, 422) or the daemon failed (5xx), never one refused for who asked
+// (401, 403), for what no longer exists (404, 410) or for a superseded run
+// (409). It runs in its own transaction, detached from the client's
+// connection; if it fails too, the store is failing and the gate's own
+// reads fail closed.
+func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, cause error) {
+	p := problemFor(cause)
+	switch {
+	case p.Status >= 500:
+	case p.Status == http.StatusBadRequest, p.Status == http.StatusRequestEntityTooLarge,
+		p.Status == http.StatusUnsupportedMediaType, p.Status == http.StatusUnprocessableEntity:
+	default:
+		return
+	}
+	// The run the document names, read leniently: a document too broken to
+	// name one is recorded too, since it cannot be shown to be another run's.
+	var named struct {
+		RunID string `json:"run_id"`
+	}
+	_ = json.Unmarshal(raw, &named)
+	if !checkpointd.ValidID(named.RunID) {
+		named.RunID = ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	recorded, err := a.Store.RecordWriteFailure(ctx, sessionID, named.RunID, p.Code)
+	if err != nil {
+		a.log.ErrorContext(ctx, "drain: cannot record a failed checkpoint write", slog.String("session", sessionID),
+			slog.String("code", p.Code), slog.Any("err", err))
+		return
+	}
+	if recorded {
+		a.log.WarnContext(ctx, "drain: a failed checkpoint write blocks the drain", slog.String("session", sessionID),
+			slog.String("code", p.Code))
+	}
+}

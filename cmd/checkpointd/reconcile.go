@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/checkpointd/checkpointd/reconcile"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// reconcileServeFlags configure serve's reconcile worker and its forge.
+func reconcileServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "gitea-url", Sources: from("CHECKPOINTD_GITEA_URL"),
+			Usage: "base URL of the Gitea/Forgejo server reconcile asks for live heads (https://gitea.example.com); without it every session stays unverified"},
+		&cli.StringFlag{Name: "gitea-token", Sources: from("CHECKPOINTD_GITEA_TOKEN"),
+			Usage: "Gitea/Forgejo access token that can read the sessions' repositories (scope read:repository); empty for public repositories only"},
+		&cli.DurationFlag{Name: "reconcile-interval", Value: 5 * time.Minute, Sources: from("CHECKPOINTD_RECONCILE_INTERVAL"),
+			Usage: "time between reconcile passes; the first runs at start, in the background"},
+	}
+}
+
+// reconcilerFrom builds serve's reconciler from its flags.
+func reconcilerFrom(c *cli.Command, s *store.Store, log *slog.Logger) (*reconcile.Reconciler, error) {
+	r := &reconcile.Reconciler{Store: s, Interval: c.Duration("reconcile-interval"), Worktrees: true, Log: log}
+	if r.Interval <= 0 {
+		return nil, fmt.Errorf("--reconcile-interval must be positive, not %v", r.Interval)
+	}
+	raw := strings.TrimSpace(c.String("gitea-url"))
+	if raw == "" {
+		log.Warn("reconcile: no --gitea-url set; sessions stay unverified (not resumable) until one is configured")
+		return r, nil
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return nil, fmt.Errorf("--gitea-url %q: want http(s)://host[:port][/path]", raw)
+	case u.User != nil:
+		return nil, errors.New("--gitea-url must not carry credentials: give the token with --gitea-token or CHECKPOINTD_GITEA_TOKEN")
+	}
+	r.ForgeURL = strings.TrimRight(u.String(), "/")
+	r.Forge = reconcile.Gitea(r.ForgeURL, strings.TrimSpace(c.String("gitea-token")))
+	return r, nil
+}
+
+// reconcileCommand asks a running daemon to reconcile now and prints the
+// report.
+func reconcileCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag, stdout io.Writer) *cli.Command {
+	flags := append(append([]cli.Flag{}, clientFlags...),
+		&cli.StringFlag{Name: "data-dir", Value: "data", Sources: from("CHECKPOINTD_DATA_DIR"),
+			Usage: "where operator.token is read from when no --token is given"},
+		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long to wait for the pass"})
+	return &cli.Command{
+		Name:  "reconcile",
+		Usage: "reconcile every active session against the forge now (POST /v1/reconcile on a running daemon) and print the report",
+		Flags: flags,
+		Action: func(ctx context.Context, c *cli.Command) error {
+			token, err := operatorToken(c)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, c.Duration("timeout"))
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.String("url"), "/")+"/v1/reconcile", nil)
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("reconcile: %w", err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+			if err != nil {
+				return fmt.Errorf("reconcile: %w", err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("reconcile: %s", describeStatus(resp.StatusCode, body))
+			}
+			if c.Bool("json") {
+				var out bytes.Buffer
+				if err := json.Indent(&out, body, "", "  "); err != nil {
+					return fmt.Errorf("reconcile: the daemon answered no JSON: %w", err)
+				}
+				_, err = fmt.Fprintln(stdout, out.String())
+				return err
+			}
+			var r struct{ Report *reconcile.Report }
+			if err := json.Unmarshal(body, &r); err != nil || r.Report == nil {
+				return fmt.Errorf("reconcile: the daemon answered no report: %s", body)
+			}
+			printReport(stdout, r.Report)
+			return nil
+		},
+	}
+}
+
+// operatorToken is --token, or the bootstrap token in the data directory.
+func operatorToken(c *cli.Command) (string, error) {
+	if t := strings.TrimSpace(c.String("token")); t != "" {
+		return t, nil
+	}
+	path := filepath.Join(c.String("data-dir"), "operator.token")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("an operator token is required: --token, CHECKPOINTD_TOKEN or %s (%v)", path, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func printReport(w io.Writer, r *reconcile.Report) {
+	fmt.Fprintf(w, "reconcile %s (%s) took %dms; forge: %s\n", r.ID, r.Trigger, r.DurationMS, r.Forge)
+	fmt.Fprintf(w, "sessions checked: %d  refs: %d (%d unverified)  forge calls: %d\n", r.SessionsChecked, r.Refs, r.RefsUnverified, r.ForgeCalls)
+	fmt.Fprintf(w, "verdicts: %s\n", counts(r.Verdicts))
+	fmt.Fprintf(w, "changed:  %s\n", counts(r.Changed))
+	fmt.Fprintf(w, "leases: expired=%d mismatched=%d lease_lost=%d released_by_refs=%d\n",
+		r.Leases.Expired, r.Leases.Mismatched, r.Leases.LeaseLost, r.Leases.ReleasedByRefs)
+	for _, repo := range slices.Sorted(maps.Keys(r.ErrorsByRepo)) {
+		for _, e := range r.ErrorsByRepo[repo] {
+			fmt.Fprintf(w, "error: %s %s\n", repo, e)
+		}
+	}
+	for _, rn := range r.Renames {
+		fmt.Fprintf(w, "renamed: %s → %s (repository id %d, seen by %s)\n", rn.Repo, rn.NewName, rn.RepoID, rn.Source)
+	}
+	for _, wt := range r.Worktrees {
+		what := strings.Join(wt.Findings, ", ")
+		if wt.Error != "" {
+			what = strings.TrimPrefix(what+"; ", "; ") + wt.Error
+		}
+		fmt.Fprintf(w, "worktree: %s %s: %s\n", wt.SessionID, wt.Path, what)
+	}
+	for _, v := range r.NotValid {
+		fmt.Fprintf(w, "not valid: %s %s %s: %s\n", v.SessionID, v.Repo, v.Validity, v.Reason)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "note: %s\n", r.Error)
+	}
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,220 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// answer is the forge's word on one ref, or why there is none.
+type answer struct {
+	ref store.ActiveRef
+	ans RefAnswer
+	err error
+}
+
+// repoCheck asks once per pass whether a repository is visible, however
+// many of its refs answered 404.
+type repoCheck struct {
+	once sync.Once
+	ans  RepoAnswer
+	err  error
+}
+
+// askAll asks the forge about every ref, Concurrency at a time. Without a
+// forge, or when it cannot be opened, every ref gets that as its error.
+func (p *pass) askAll(ctx context.Context, refs []store.ActiveRef) []answer {
+	out := make([]answer, len(refs))
+	for i, ref := range refs {
+		out[i].ref = ref
+	}
+	if p.r.Forge == nil {
+		p.rep.Error = ErrForgeNotConfigured.Error()
+		for i := range out {
+			out[i].err = ErrForgeNotConfigured
+		}
+		return out
+	}
+	f, err := p.r.Forge(ctx, orDefault(p.r.CallTimeout, 10*time.Second))
+	if err != nil {
+		p.rep.Error = err.Error()
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(orDefault(p.r.Concurrency, 4), max(len(refs), 1)) {
+		wg.Go(func() {
+			for i := range work {
+				out[i].ans, out[i].err = p.askOne(ctx, f, out[i].ref)
+			}
+		})
+	}
+	for i := range out {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	p.rep.ForgeCalls = f.Calls()
+	return out
+}
+
+// askOne asks about one ref, retrying with back-off what is worth it. A 404
+// is only an ended ref when the repository itself is visible: a token that
+// cannot see a private repository gets 404s too, and invalidated is final.
+func (p *pass) askOne(ctx context.Context, f Forge, ref store.ActiveRef) (RefAnswer, error) {
+	owner, name, ok := strings.Cut(ref.Repo, "/")
+	if !ok {
+		return RefAnswer{}, fmt.Errorf("repo %q is not owner/name", ref.Repo)
+	}
+	var a RefAnswer
+	err := p.retry(ctx, func() (err error) {
+		if ref.PR > 0 {
+			a, err = f.PullRequest(owner, name, ref.PR)
+		} else {
+			a, err = f.Branch(owner, name, ref.Branch)
+		}
+		return err
+	})
+	if err != nil {
+		return a, err
+	}
+	if a.RepoID > 0 && strings.EqualFold(a.RepoName, ref.Repo) {
+		p.learn(ref.Repo, a.RepoID)
+	}
+	if !a.Gone {
+		return a, nil
+	}
+	repo, err := p.repo(ctx, f, owner, name)
+	switch {
+	case err != nil:
+		return a, fmt.Errorf("%s answered 404 and the repository could not be checked: %w", ref.Name(), err)
+	case !repo.Exists:
+		return a, errors.New("the repository is not found or not visible to the token")
+	case ref.PR > 0:
+		// Gitea does not delete pull requests; one that is not there is
+		// no evidence that the work ended.
+		return a, fmt.Errorf("pull request #%d is not found", ref.PR)
+	}
+	a.End = checkpointd.RefDeleted
+	return a, nil
+}
+
+func (p *pass) learn(repo string, id int64) {
+	p.mu.Lock()
+	p.learned[strings.ToLower(repo)] = id
+	p.mu.Unlock()
+}
+
+func (p *pass) repo(ctx context.Context, f Forge, owner, name string) (RepoAnswer, error) {
+	key := strings.ToLower(owner + "/" + name)
+	p.mu.Lock()
+	c := p.repoChecks[key]
+	if c == nil {
+		c = &repoCheck{}
+		p.repoChecks[key] = c
+	}
+	p.mu.Unlock()
+	c.once.Do(func() {
+		c.err = p.retry(ctx, func() (err error) {
+			c.ans, err = f.Repo(owner, name)
+			return err
+		})
+		if c.err == nil && c.ans.ID > 0 && strings.EqualFold(c.ans.FullName, owner+"/"+name) {
+			p.learn(c.ans.FullName, c.ans.ID)
+		}
+	})
+	return c.ans, c.err
+}
+
+// retry calls call until it succeeds, fails for good, or Attempts ran out,
+// waiting Backoff between attempts.
+func (p *pass) retry(ctx context.Context, call func() error) error {
+	attempts := orDefault(p.r.Attempts, 3)
+	for n := 1; ; n++ {
+		err := call()
+		var fe *ForgeError
+		if err == nil || !errors.As(err, &fe) || !fe.Retryable() || n >= attempts {
+			if err != nil && n > 1 {
+				err = fmt.Errorf("%w (after %d attempts)", err, n)
+			}
+			return err
+		}
+		t := time.NewTimer(p.r.backoff(n, fe.RetryAfter))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (the pass ended while backing off)", err)
+		case <-t.C:
+		}
+	}
+}
+
+// renames reports repos that the forge answered under another name (it
+// redirects a renamed repository's old name) and those whose id a webhook
+// recorded under another name.
+func (p *pass) renames(ctx context.Context, repos []string, answers []answer) error {
+	found := map[string]*Rename{} // lower(repo) → rename
+	for _, a := range answers {
+		if a.err != nil || a.ans.RepoName == "" || strings.EqualFold(a.ans.RepoName, a.ref.Repo) {
+			continue
+		}
+		k := strings.ToLower(a.ref.Repo)
+		if found[k] == nil {
+			found[k] = &Rename{Repo: a.ref.Repo, NewName: a.ans.RepoName, Source: "forge"}
+		}
+		if found[k].RepoID == 0 {
+			found[k].RepoID = a.ans.RepoID // only PR answers carry it
+		}
+	}
+	known, err := p.r.Store.RepoRenames(ctx, repos, p.learned)
+	if err != nil {
+		return fmt.Errorf("repo renames: %w", err)
+	}
+	for _, k := range known {
+		if found[strings.ToLower(k.Repo)] == nil {
+			found[strings.ToLower(k.Repo)] = &Rename{Repo: k.Repo, RepoID: k.RepoID, NewName: k.NewName, Source: "webhook"}
+		}
+	}
+	for _, r := range found {
+		p.rep.Renames = append(p.rep.Renames, *r)
+	}
+	sort.Slice(p.rep.Renames, func(i, j int) bool { return p.rep.Renames[i].Repo < p.rep.Renames[j].Repo })
+	return nil
+}
+
+// worktrees compares the worktrees found on this host with their
+// checkpoints and the live heads of this pass, and reports the ones that
+// drifted or could not be read.
+func (p *pass) worktrees(ctx context.Context, wts []store.ActiveWorktree, answers []answer) {
+	if !p.r.Worktrees {
+		return
+	}
+	live := map[string]string{}
+	for _, a := range answers {
+		if a.err == nil && a.ref.Branch != "" && a.ans.End == "" && !a.ans.Gone {
+			live[strings.ToLower(a.ref.Repo)+"\x00"+a.ref.Branch] = a.ans.Head
+		}
+	}
+	for _, w := range wts {
+		if ctx.Err() != nil {
+			return
+		}
+		got, ok := inspectWorktree(ctx, w, live[strings.ToLower(w.Repo)+"\x00"+w.Branch], orDefault(p.r.GitTimeout, 5*time.Second))
+		if ok {
+			p.rep.WorktreesChecked++
+		}
+		if ok && (len(got.Findings) > 0 || got.Error != "") {
+			p.rep.Worktrees = append(p.rep.Worktrees, got)
+		}
+	}
+}

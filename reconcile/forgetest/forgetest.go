@@ -1,0 +1,250 @@
+// Package forgetest is a fake Gitea API for tests. It answers the calls
+// reconcile makes with the JSON Gitea 1.25 serves — its templates are a
+// pull request, a repository and a branch commit copied from real
+// deliveries of Gitea 1.25.4 — and it counts every request.
+package forgetest
+
+import (
+	"embed"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+//go:embed testdata/*.json
+var templates embed.FS
+
+// Pull is a pull request as the fake serves it.
+type Pull struct {
+	Number  int64
+	State   string // "open" or "closed"
+	Merged  bool
+	HeadRef string
+	HeadSHA string
+}
+
+type repo struct {
+	id       int64
+	fullName string
+	branches map[string]string // name → head
+	pulls    map[int64]Pull
+}
+
+// Server is the fake forge. Configure it with AddRepo, SetBranch, SetPull,
+// DeleteBranch and Rename; Intercept answers requests before it does.
+type Server struct {
+	*httptest.Server
+	// Token, when set, must come as "Authorization: token <Token>", as the
+	// SDK sends it; other requests get 401.
+	Token string
+
+	mu        sync.Mutex
+	repos     map[string]*repo  // lower(full name) → repo
+	moved     map[string]string // lower(old full name) → new full name
+	paths     []string
+	inFlight  int
+	maxFlight int
+	intercept func(w http.ResponseWriter, r *http.Request) bool
+}
+
+// New starts a fake forge that stops when t ends.
+func New(t testing.TB) *Server {
+	s := &Server{repos: map[string]*repo{}, moved: map[string]string{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/branches/{branch...}", s.branch)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/pulls/{index}", s.pull)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}", s.repo)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.paths = append(s.paths, r.URL.Path)
+		s.inFlight++
+		s.maxFlight = max(s.maxFlight, s.inFlight)
+		intercept := s.intercept
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+		}()
+		if s.Token != "" && r.Header.Get("Authorization") != "token "+s.Token {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "token is required", "url": s.URL + "/api/swagger"})
+			return
+		}
+		if intercept != nil && intercept(w, r) {
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// AddRepo creates a repository with its forge id.
+func (s *Server) AddRepo(id int64, fullName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repos[strings.ToLower(fullName)] = &repo{id: id, fullName: fullName, branches: map[string]string{}, pulls: map[int64]Pull{}}
+}
+
+// SetBranch points a branch of repository name at head, creating it if needed.
+func (s *Server) SetBranch(name, branch, head string) {
+	s.with(name, func(r *repo) { r.branches[branch] = head })
+}
+
+// DeleteBranch deletes a branch: the forge answers 404 for it.
+func (s *Server) DeleteBranch(name, branch string) {
+	s.with(name, func(r *repo) { delete(r.branches, branch) })
+}
+
+// SetPull creates or replaces a pull request of repository name.
+func (s *Server) SetPull(name string, p Pull) { s.with(name, func(r *repo) { r.pulls[p.Number] = p }) }
+
+// Rename renames a repository, keeping its id; the old name redirects (301)
+// to the new one, as Gitea's RedirectToRepo does.
+func (s *Server) Rename(oldName, newName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[strings.ToLower(oldName)]
+	delete(s.repos, strings.ToLower(oldName))
+	r.fullName = newName
+	s.repos[strings.ToLower(newName)] = r
+	s.moved[strings.ToLower(oldName)] = newName
+}
+
+// Intercept installs fn in front of the fake: it answers a request by
+// returning true (e.g. with a 503), or lets the fake answer. nil removes it.
+func (s *Server) Intercept(fn func(w http.ResponseWriter, r *http.Request) bool) {
+	s.mu.Lock()
+	s.intercept = fn
+	s.mu.Unlock()
+}
+
+// Calls is the number of requests served since the last ResetCalls.
+func (s *Server) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.paths)
+}
+
+// Paths are the paths of the requests served since the last ResetCalls.
+func (s *Server) Paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.paths...)
+}
+
+// MaxInFlight is the most requests the fake served at once since the
+// last ResetCalls.
+func (s *Server) MaxInFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxFlight
+}
+
+// ResetCalls forgets the requests served so far.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	s.paths, s.maxFlight = nil, 0
+	s.mu.Unlock()
+}
+
+// Status returns an interceptor answering every request whose path
+// contains pathPart with status and Gitea's error body; retryAfter, when
+// not empty, is sent as Retry-After.
+func Status(pathPart string, status int, retryAfter string) func(http.ResponseWriter, *http.Request) bool {
+	return func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.Contains(r.URL.Path, pathPart) {
+			return false
+		}
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		writeJSON(w, status, map[string]any{"message": http.StatusText(status), "url": "/api/swagger"})
+		return true
+	}
+}
+
+func (s *Server) with(name string, fn func(*repo)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[strings.ToLower(name)]
+	if r == nil {
+		panic("forgetest: no repository " + name)
+	}
+	fn(r)
+}
+
+// lookup finds the repository a request names, or answers for it: 301 to
+// the new name of a renamed repository, 404 for an unknown one.
+func (s *Server) lookup(w http.ResponseWriter, req *http.Request) (repo, bool) {
+	name := req.PathValue("owner") + "/" + req.PathValue("name")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if newName, ok := s.moved[strings.ToLower(name)]; ok && s.repos[strings.ToLower(name)] == nil {
+		http.Redirect(w, req, strings.Replace(req.URL.Path, "/repos/"+name, "/repos/"+newName, 1), http.StatusMovedPermanently)
+		return repo{}, false
+	}
+	r := s.repos[strings.ToLower(name)]
+	if r == nil {
+		notFound(w)
+		return repo{}, false
+	}
+	cp := *r
+	cp.branches, cp.pulls = map[string]string{}, map[int64]Pull{}
+	for k, v := range r.branches {
+		cp.branches[k] = v
+	}
+	for k, v := range r.pulls {
+		cp.pulls[k] = v
+	}
+	return cp, true
+}
+
+func (s *Server) branch(w http.ResponseWriter, req *http.Request) {
+	r, ok := s.lookup(w, req)
+	if !ok {
+		return
+	}
+	name := req.PathValue("branch")
+	head, ok := r.branches[name]
+	if !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, branchJSON(s.URL, r, name, head))
+}
+
+func (s *Server) pull(w http.ResponseWriter, req *http.Request) {
+	r, ok := s.lookup(w, req)
+	if !ok {
+		return
+	}
+	n, _ := strconv.ParseInt(req.PathValue("index"), 10, 64)
+	p, ok := r.pulls[n]
+	if !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, pullJSON(s.URL, r, p))
+}
+
+func (s *Server) repo(w http.ResponseWriter, req *http.Request) {
+	if r, ok := s.lookup(w, req); ok {
+		writeJSON(w, http.StatusOK, repoJSON(s.URL, r))
+	}
+}
+
+// notFound is Gitea's 404 body.
+func notFound(w http.ResponseWriter) {
+	writeJSON(w, http.StatusNotFound, map[string]any{"errors": nil, "message": "The target couldn't be found.", "url": "/api/swagger"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,249 @@
+// Package reconcile checks every active session against the live forge (and
+// the local git worktree when it is on this host) and sets validity with
+// the evidence, exactly as webhooks do: it turns forge answers into
+// authoritative observations for the store, where the one shared rule
+// (checkpointd.JudgeValidity) decides. A forge that cannot answer never
+// makes a session valid.
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// Store is what reconcile needs of persistence.
+type Store interface {
+	ActiveRefs(ctx context.Context) (*store.ActiveSet, error)
+	Observe(ctx context.Context, obs []checkpointd.Observation) (*checkpointd.ObservationEffects, error)
+	MarkUnverified(ctx context.Context, refs []store.ActiveRef, reason, source string) (map[string]int, error)
+	ReconcileLeases(ctx context.Context, source string) (store.LeaseReconcile, error)
+	RepoRenames(ctx context.Context, repos []string, learned map[string]int64) ([]store.RepoRename, error)
+	ValiditySummary(ctx context.Context, limit int) (map[string]int, []store.SessionVerdict, error)
+	SaveReconcileReport(ctx context.Context, id string, report []byte) error
+}
+
+// ErrForgeNotConfigured is the reason sessions stay unverified when no
+// forge URL is set.
+var ErrForgeNotConfigured = errors.New("forge not configured: set --gitea-url (CHECKPOINTD_GITEA_URL) and, for private repositories, --gitea-token (CHECKPOINTD_GITEA_TOKEN)")
+
+// PrefixPass marks reconcile pass ids.
+const PrefixPass = "rec_"
+
+// Reconciler runs reconcile passes: Run on a ticker (first pass at once),
+// Once on demand. Passes never overlap. The zero values of the tuning
+// fields select the defaults.
+type Reconciler struct {
+	Store Store
+	// Forge opens the forge for a pass; nil means no forge is configured
+	// and every session stays unverified.
+	Forge ForgeFactory
+	// ForgeURL is shown in reports (it must carry no credentials).
+	ForgeURL    string
+	Concurrency int           // forge calls in flight (default 4)
+	CallTimeout time.Duration // per forge call (default 10s)
+	Attempts    int           // tries per ref on 429, 5xx, connection failure (default 3)
+	// Backoff is the wait before attempt n+1 after attempt n failed;
+	// retryAfter is what the forge asked for (0 if nothing). Default:
+	// max(retryAfter, 500ms·2ⁿ⁻¹), at most 10s.
+	Backoff     func(n int, retryAfter time.Duration) time.Duration
+	Interval    time.Duration // between passes of Run (default 5m)
+	PassTimeout time.Duration // bounds one pass (default 5m)
+	// Worktrees enables the comparison of worktrees found on this host.
+	Worktrees  bool
+	GitTimeout time.Duration // per git command (default 5s)
+	Clock      checkpointd.Clock
+	Log        *slog.Logger
+
+	once sync.Once
+	sem  chan struct{}
+}
+
+func (r *Reconciler) init() {
+	r.once.Do(func() { r.sem = make(chan struct{}, 1) })
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func (r *Reconciler) log() *slog.Logger {
+	return orDefault(r.Log, slog.New(slog.DiscardHandler))
+}
+
+func (r *Reconciler) clock() checkpointd.Clock {
+	return orDefault[checkpointd.Clock](r.Clock, checkpointd.SystemClock{})
+}
+
+func (r *Reconciler) backoff(n int, retryAfter time.Duration) time.Duration {
+	if r.Backoff != nil {
+		return r.Backoff(n, retryAfter)
+	}
+	d := 500 * time.Millisecond << min(n-1, 5)
+	return min(max(d, retryAfter), 10*time.Second)
+}
+
+// Run passes until ctx ends: the first at once (in the background of a
+// serving daemon, so it never delays readiness), then every Interval. A
+// failed pass is logged and the next one tries again.
+func (r *Reconciler) Run(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	trigger := TriggerBoot
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if _, err := r.Once(ctx, trigger); err != nil && ctx.Err() == nil {
+			r.log().Warn("reconcile pass failed", slog.Any("err", err))
+		}
+		trigger = TriggerInterval
+		t.Reset(orDefault(r.Interval, 5*time.Minute))
+	}
+}
+
+// VerifySessions is how the drain gate asks for fresh evidence about the
+// sessions that block it only by being unverified. A pass costs one forge
+// call per distinct ref however many sessions share it, so it runs a whole
+// pass rather than a partial one; the caller bounds it with ctx. Errors: as
+// Once.
+func (r *Reconciler) VerifySessions(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := r.Once(ctx, TriggerDrain)
+	return err
+}
+
+// Once runs one pass and returns its report, which it also stores. A pass
+// waits for a running one to finish first. Forge failures do not fail the
+// pass: they are in the report and their sessions stay unverified. Errors:
+// ErrStoreUnavailable when the store failed (the report, if any, says how
+// far the pass got), or ctx's error while waiting for a running pass.
+func (r *Reconciler) Once(ctx context.Context, trigger string) (*Report, error) {
+	r.init()
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-r.sem }()
+	ctx, cancel := context.WithTimeout(ctx, orDefault(r.PassTimeout, 5*time.Minute))
+	defer cancel()
+	id := checkpointd.NewID(PrefixPass)
+	p := &pass{r: r, source: "reconcile:" + id, learned: map[string]int64{}, repoChecks: map[string]*repoCheck{},
+		rep: newReport(id, trigger, orDefault(r.ForgeURL, "not configured"), r.clock().Now())}
+	err := p.run(ctx)
+	p.rep.FinishedAt = r.clock().Now()
+	p.rep.DurationMS = p.rep.FinishedAt.Sub(p.rep.StartedAt).Milliseconds()
+	if err != nil {
+		p.rep.Error = "the pass stopped early: " + err.Error()
+	}
+	if b, jerr := json.Marshal(p.rep); jerr == nil {
+		// Stored without the pass's deadline: a pass that ran out of time
+		// still leaves its report.
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err = errors.Join(err, r.Store.SaveReconcileReport(sctx, id, b))
+		scancel()
+	}
+	r.log().Info("reconcile pass", slog.String("id", id), slog.String("trigger", trigger),
+		slog.Int("sessions", p.rep.SessionsChecked), slog.Int("refs", p.rep.Refs),
+		slog.Int("refs_unverified", p.rep.RefsUnverified), slog.Int("forge_calls", p.rep.ForgeCalls),
+		slog.Any("verdicts", p.rep.Verdicts), slog.Any("changed", p.rep.Changed), slog.Int64("duration_ms", p.rep.DurationMS))
+	return p.rep, err
+}
+
+// pass is the state of one reconcile pass.
+type pass struct {
+	r      *Reconciler
+	source string
+	rep    *Report
+
+	mu         sync.Mutex
+	learned    map[string]int64 // repo name (as asked, lower-cased) → id, from answers under that name
+	repoChecks map[string]*repoCheck
+}
+
+func (p *pass) run(ctx context.Context) error {
+	st := p.r.Store
+	leases, err := st.ReconcileLeases(ctx, p.source)
+	p.rep.Leases = LeaseReport{Expired: leases.Expired, Mismatched: leases.Mismatched, LeaseLost: leases.LeaseLost}
+	if err != nil {
+		return fmt.Errorf("reconcile leases: %w", err)
+	}
+	set, err := st.ActiveRefs(ctx)
+	if err != nil {
+		return fmt.Errorf("active refs: %w", err)
+	}
+	p.rep.SessionsChecked, p.rep.Refs = set.Sessions, len(set.Refs)
+
+	answers := p.askAll(ctx, set.Refs)
+	var obs []checkpointd.Observation
+	failed := map[string][]store.ActiveRef{} // reason → refs
+	var forgeErrs []error
+	for _, a := range answers {
+		if errors.Is(a.err, ErrForgeNotConfigured) {
+			// No forge is no evidence either way: sessions keep what
+			// webhooks said (after boot, unverified).
+			p.rep.RefsUnverified++
+			continue
+		}
+		if a.err != nil {
+			failed[a.err.Error()] = append(failed[a.err.Error()], a.ref)
+			p.rep.addError(a.ref.Repo, a.ref.Name()+": "+a.err.Error())
+			forgeErrs = append(forgeErrs, fmt.Errorf("%s %s: %w", a.ref.Repo, a.ref.Name(), a.err))
+			continue
+		}
+		obs = append(obs, checkpointd.Observation{Repo: a.ref.Repo, Branch: a.ref.Branch, PR: a.ref.PR,
+			Head: a.ans.Head, End: a.ans.End, Authoritative: true, Source: p.source})
+	}
+	if len(forgeErrs) > 0 {
+		// Logged once here, where they are handled: they never stop a pass.
+		p.r.log().Warn("reconcile: the forge could not answer for some refs", slog.Int("refs", len(forgeErrs)),
+			slog.Any("err", errors.Join(forgeErrs...)))
+	}
+	if len(obs) > 0 {
+		eff, err := st.Observe(ctx, obs)
+		if err != nil {
+			return fmt.Errorf("observe: %w", err)
+		}
+		p.rep.addChanged(eff.Sessions)
+		p.rep.Leases.ReleasedByRefs = eff.LeasesReleased
+	}
+	// After the observations: a session with one unanswered ref among two
+	// ends unverified, never valid.
+	for reason, refs := range failed {
+		p.rep.RefsUnverified += len(refs)
+		moved, err := st.MarkUnverified(ctx, refs, reason, p.source)
+		if err != nil {
+			return fmt.Errorf("mark unverified: %w", err)
+		}
+		p.rep.addChanged(moved)
+	}
+	if err := p.renames(ctx, set.Repos, answers); err != nil {
+		return err
+	}
+	p.worktrees(ctx, set.Worktrees, answers)
+	counts, notValid, err := st.ValiditySummary(ctx, 100)
+	if err != nil {
+		return fmt.Errorf("validity summary: %w", err)
+	}
+	p.rep.Verdicts = counts
+	for _, v := range notValid {
+		p.rep.NotValid = append(p.rep.NotValid, Verdict{SessionID: v.SessionID, Repo: v.Repo, Validity: string(v.Validity), Reason: v.Reason})
+	}
+	return nil
+}

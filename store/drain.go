@@ -1,0 +1,665 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
+)
+
+// The drain gate (DESIGN §9) reads readiness from the session row
+// (migrations 00006): a session blocks exactly when it is active and not
+// drain_ready or not valid, and the partial index sessions_drain_blocking
+// holds exactly those rows. Every query below that looks for blocking
+// sessions repeats the index predicate verbatim, so both planners use it and
+// the cost follows the number of blocking sessions, not of active ones.
+const blockingWhere = `state = 'active' AND (NOT drain_ready OR validity <> 'valid')`
+
+// blocking names the sessions table for queries over blocking sessions.
+// SQLite's planner proves the partial index usable but prefers the
+// equality on sessions_state_id, reading every active row (50 ms at 100k
+// instead of 0.3 ms), so it is told which index to use; were the predicate
+// ever to drift from the index's, the query fails instead of scanning.
+func (s *Store) blocking() string {
+	if s.dialect == migrations.SQLite {
+		return `sessions INDEXED BY sessions_drain_blocking`
+	}
+	return `sessions`
+}
+
+const drainColumns = `id, reason, started_at, started_by, state, ended_at, ended_by, lifted_at, is_open, decision`
+
+type drainRow struct {
+	ID        string        `db:"id"`
+	Reason    string        `db:"reason"`
+	StartedAt int64         `db:"started_at"`
+	StartedBy string        `db:"started_by"`
+	State     string        `db:"state"`
+	EndedAt   sql.NullInt64 `db:"ended_at"`
+	EndedBy   string        `db:"ended_by"`
+	LiftedAt  sql.NullInt64 `db:"lifted_at"`
+	IsOpen    sql.NullInt64 `db:"is_open"`
+	Decision  string        `db:"decision"`
+}
+
+// drain converts the row. An unreadable decision fails the read: the gate
+// never answers from state it cannot read.
+func (r *drainRow) drain() (*checkpointd.Drain, error) {
+	d := &checkpointd.Drain{ID: r.ID, Reason: r.Reason, State: checkpointd.DrainState(r.State),
+		StartedAt: fromMicros(r.StartedAt), StartedBy: r.StartedBy, EndedAt: fromNullMicros(r.EndedAt),
+		EndedBy: r.EndedBy, LiftedAt: fromNullMicros(r.LiftedAt), Gating: r.IsOpen.Valid}
+	if r.Decision != "" {
+		d.Decision = &checkpointd.DrainDecision{}
+		if err := jsonUnmarshal(r.Decision, d.Decision); err != nil {
+			return nil, fmt.Errorf("%w: drain %s: decision unreadable: %w", checkpointd.ErrStoreUnavailable, r.ID, err)
+		}
+	}
+	return d, nil
+}
+
+// openDrain returns the drain that gates new sessions and runs, or nil.
+func openDrain(ctx context.Context, q sqlx.QueryerContext) (*drainRow, error) {
+	var row drainRow
+	err := sqlx.GetContext(ctx, q, &row, `SELECT `+drainColumns+` FROM drains WHERE is_open = 1`)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &row, nil
+}
+
+const countOpenDrains = `SELECT COUNT(*) FROM drains WHERE is_open = 1`
+
+// refuseIfDraining fails with ErrDraining while a drain gates new sessions
+// and runs. It runs inside the creating transaction, so every replica
+// enforces the drain row, not what it remembers.
+func refuseIfDraining(ctx context.Context, tx *sqlx.Tx) error {
+	var n int
+	if err := tx.GetContext(ctx, &n, countOpenDrains); err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: new sessions and runs are refused until the drain ends", checkpointd.ErrDraining)
+	}
+	return nil
+}
+
+// DrainGating reports whether a drain gates new sessions and runs now: one
+// lookup in the unique index of drains.is_open. Errors: ErrStoreUnavailable.
+func (s *Store) DrainGating(ctx context.Context) (bool, error) {
+	var n int
+	if err := s.rdb.GetContext(ctx, &n, countOpenDrains); err != nil {
+		return false, s.classify(err)
+	}
+	return n > 0, nil
+}
+
+// errDrainRace reports a concurrent start that won the unique is_open slot.
+var errDrainRace = errors.New("another drain started concurrently")
+
+// StartDrain starts a drain and makes every active session not ready for
+// it. When a drain is already running it returns that drain and started
+// false. A completed drain that still gates is replaced (the gate stays
+// closed throughout). Errors: ErrStoreUnavailable.
+func (s *Store) StartDrain(ctx context.Context, reason, by string) (d *checkpointd.Drain, started bool, err error) {
+	now := s.now()
+	row := drainRow{ID: checkpointd.NewID(checkpointd.PrefixDrain), Reason: reason, StartedAt: micros(now),
+		StartedBy: by, State: string(checkpointd.DrainRunning), IsOpen: sql.NullInt64{Int64: 1, Valid: true}}
+	var running *drainRow
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		cur, err := openDrain(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if cur != nil && cur.State == string(checkpointd.DrainRunning) {
+			running = cur
+			return nil
+		}
+		if cur != nil {
+			if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE drains SET is_open = NULL, lifted_at = ? WHERE id = ?`), micros(now), cur.ID); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO drains (id, reason, started_at, started_by, state, is_open)
+VALUES (?, ?, ?, ?, ?, 1)`), row.ID, row.Reason, row.StartedAt, row.StartedBy, row.State); err != nil {
+			if isUnique(err) {
+				return errDrainRace
+			}
+			return err
+		}
+		// Readiness is relative to this start: nothing written before counts.
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET drain_ready = FALSE WHERE state = 'active' AND drain_ready`)
+		return err
+	})
+	if errors.Is(err, errDrainRace) {
+		cur, err := openDrain(ctx, s.rdb)
+		if err != nil || cur == nil {
+			return nil, false, s.classify(errors.Join(errDrainRace, err))
+		}
+		running = cur
+	} else if err != nil {
+		return nil, false, err
+	}
+	if running != nil {
+		d, err := running.drain()
+		return d, false, err
+	}
+	d, err = row.drain()
+	return d, true, err
+}
+
+// CancelDrain ends the open drain: a running drain becomes cancelled, a
+// completed one is lifted. Either way new sessions and runs are admitted
+// again. Errors: ErrNotFound (no open drain), ErrStoreUnavailable.
+func (s *Store) CancelDrain(ctx context.Context, by string) (*checkpointd.Drain, error) {
+	now := s.now()
+	var out *checkpointd.Drain
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var row drainRow
+		err := tx.GetContext(ctx, &row, tx.Rebind(`UPDATE drains SET is_open = NULL, lifted_at = ? WHERE is_open = 1 RETURNING `+drainColumns), micros(now))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("no drain is open: %w", checkpointd.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if row.State == string(checkpointd.DrainRunning) {
+			row.State, row.EndedAt, row.EndedBy = string(checkpointd.DrainCancelled), sql.NullInt64{Int64: micros(now), Valid: true}, by
+			if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE drains SET state = ?, ended_at = ?, ended_by = ? WHERE id = ?`),
+				row.State, row.EndedAt.Int64, by, row.ID); err != nil {
+				return err
+			}
+		}
+		out, err = row.drain()
+		return err
+	})
+	return out, err
+}
+
+// LiftCompletedDrain lifts a completed drain that still gates, as a daemon
+// start does: the restart the drain prepared for has happened. A running
+// drain is kept. It returns the lifted drain, or nil. Errors:
+// ErrStoreUnavailable.
+func (s *Store) LiftCompletedDrain(ctx context.Context) (*checkpointd.Drain, error) {
+	var out *checkpointd.Drain
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var row drainRow
+		err := tx.GetContext(ctx, &row, tx.Rebind(`UPDATE drains SET is_open = NULL, lifted_at = ?
+WHERE is_open = 1 AND state = 'completed' RETURNING `+drainColumns), micros(s.now()))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err = row.drain()
+		return err
+	})
+	return out, err
+}
+
+// blockerRow is what the gate reads of a blocking session.
+type blockerRow struct {
+	ID              string        `db:"id"`
+	Repo            string        `db:"repo"`
+	Role            string        `db:"role"`
+	Validity        string        `db:"validity"`
+	ValidityReason  string        `db:"validity_reason"`
+	DrainReady      bool          `db:"drain_ready"`
+	CheckpointAt    int64         `db:"checkpoint_at"`
+	LatestComplete  bool          `db:"latest_complete"`
+	LatestMissing   string        `db:"latest_missing"`
+	WriteFailedAt   sql.NullInt64 `db:"write_failed_at"`
+	WriteFailedCode string        `db:"write_failed_code"`
+	EventSeq        int64         `db:"event_seq"`
+}
+
+const blockerColumns = `id, repo, role, validity, validity_reason, drain_ready, checkpoint_at, latest_complete,
+    latest_missing, write_failed_at, write_failed_code`
+
+// blocker applies the domain's blocking rule to the row.
+func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
+	in := checkpointd.Readiness{DrainStart: start, Ready: r.DrainReady, Complete: r.LatestComplete,
+		Validity: checkpointd.Validity(r.Validity)}
+	if r.CheckpointAt > 0 {
+		in.CheckpointAt = fromMicros(r.CheckpointAt)
+	}
+	if r.WriteFailedAt.Valid {
+		in.WriteFailedAt = fromMicros(r.WriteFailedAt.Int64)
+	}
+	if err := jsonUnmarshal(r.LatestMissing, &in.Missing); err == nil && in.Missing == nil {
+		in.Missing = []string{}
+	}
+	b := checkpointd.DrainBlocker{SessionID: r.ID, Repo: r.Repo, Role: r.Role, Reasons: checkpointd.DrainBlockers(in)}
+	if r.CheckpointAt > 0 {
+		b.CheckpointAt = &in.CheckpointAt
+	}
+	if slices.Contains(b.Reasons, checkpointd.BlockIncomplete) {
+		b.Missing = in.Missing
+	}
+	if in.Validity != checkpointd.ValidityValid {
+		b.ValidityReason = r.ValidityReason
+	}
+	if slices.Contains(b.Reasons, checkpointd.BlockWriteFailed) {
+		b.WriteFailedAt, b.WriteFailure = &in.WriteFailedAt, r.WriteFailedCode
+	}
+	return b
+}
+
+// DrainQuery selects the page of blocking sessions a status shows.
+type DrainQuery struct {
+	// Limit bounds the blocking list.
+	Limit int
+	// After is the last session id of the previous page.
+	After string
+	// Scope limits the list (not the counts) to repos a token may see; nil
+	// shows every repo.
+	Scope []string
+}
+
+// DrainStatus is the gate's view of the open drain.
+type DrainStatus struct {
+	// Drain is the open drain, else the latest one (nil: never drained).
+	Drain *checkpointd.Drain
+	// Counts and Blocking are set only while a drain is open.
+	Counts   *checkpointd.DrainCounts
+	Blocking []checkpointd.DrainBlocker
+}
+
+// DrainStatus reads the open drain, its counts and a page of the sessions
+// that block it, by session id, from one snapshot. Errors:
+// ErrStoreUnavailable: nothing is answered from a partial read.
+func (s *Store) DrainStatus(ctx context.Context, q DrainQuery) (*DrainStatus, error) {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.dialect == migrations.Postgres {
+		// One snapshot for every statement, so the counts agree.
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := s.rdb.BeginTxx(ctx, opts)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer tx.Rollback()
+	st, err := s.drainStatus(ctx, tx, q)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	return st, nil
+}
+
+func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*DrainStatus, error) {
+	row, err := openDrain(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	st := &DrainStatus{Blocking: []checkpointd.DrainBlocker{}}
+	if row == nil {
+		var last drainRow
+		err := tx.GetContext(ctx, &last, `SELECT `+drainColumns+` FROM drains ORDER BY started_at DESC, id DESC LIMIT 1`)
+		if errors.Is(err, sql.ErrNoRows) {
+			return st, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.Drain, err = last.drain()
+		return st, err
+	}
+	if st.Drain, err = row.drain(); err != nil {
+		return nil, err
+	}
+	counts, _, err := s.countDrain(ctx, tx, st.Drain.StartedAt)
+	if err != nil {
+		return nil, err
+	}
+	st.Counts = &counts
+	where, args := blockingWhere, []any{}
+	if q.After != "" {
+		where, args = where+" AND id > ?", append(args, q.After)
+	}
+	if q.Scope != nil {
+		cond, cargs := scopeCondition(q.Scope, "repo_key")
+		where, args = where+" AND "+cond, append(args, cargs...)
+	}
+	var rows []blockerRow
+	if err := tx.SelectContext(ctx, &rows, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.blocking()+` WHERE `+where+` ORDER BY id LIMIT ?`),
+		append(args, q.Limit)...); err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		st.Blocking = append(st.Blocking, rows[i].blocker(st.Drain.StartedAt))
+	}
+	return st, nil
+}
+
+// countDrain counts the active sessions (kept by triggers in
+// active_sessions) and, in one pass over the partial index, the blocking
+// ones and how many of those have no decision of the drain that started at
+// start in their log yet.
+func (s *Store) countDrain(ctx context.Context, tx *sqlx.Tx, start time.Time) (c checkpointd.DrainCounts, unnoted int64, err error) {
+	if c.Active, err = countActive(ctx, tx); err != nil {
+		return c, 0, err
+	}
+	var n struct {
+		Blocking int64 `db:"blocking"`
+		Unnoted  int64 `db:"unnoted"`
+	}
+	if err := tx.GetContext(ctx, &n, tx.Rebind(`SELECT COUNT(*) AS blocking,
+    COUNT(CASE WHEN drain_noted_at IS NULL OR drain_noted_at < ? THEN 1 END) AS unnoted
+FROM `+s.blocking()+` WHERE `+blockingWhere), micros(start)); err != nil {
+		return c, 0, err
+	}
+	c.Blocking, c.Ready = n.Blocking, c.Active-n.Blocking
+	return c, n.Unnoted, nil
+}
+
+func countActive(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
+	var n int64
+	err := sqlx.GetContext(ctx, q, &n, `SELECT COALESCE(SUM(n), 0) FROM active_sessions`)
+	return n, err
+}
+
+// DrainUnverified returns up to limit active sessions that block the drain
+// only because they are unverified: what reconcile can clear before the
+// gate decides. Errors: ErrStoreUnavailable.
+func (s *Store) DrainUnverified(ctx context.Context, limit int) ([]string, error) {
+	var ids []string
+	if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM `+s.blocking()+` WHERE `+blockingWhere+`
+AND drain_ready AND validity = 'unverified' ORDER BY id LIMIT ?`), limit); err != nil {
+		return nil, s.classify(err)
+	}
+	return ids, nil
+}
+
+// errDrainRaced reports a session that stopped being ready between the
+// index read and locking every active row; the decision is taken again.
+var errDrainRaced = errors.New("a session changed while the drain was being completed")
+
+// CompleteDrain asks the gate to complete the open drain. It answers the
+// drain with the decision taken: completed when no active session blocks it
+// (the drain is then completed), blocked otherwise, with the counts and the
+// first limit blocking sessions by id. Either way the decision is stored on
+// the drain and recorded in the event log of every session it concerns: a
+// blocked decision in each blocking session's log (with its reasons), a
+// completion in every active session's log. A completion locks every
+// active session row and checks it again, so no session that stopped being
+// ready concurrently is passed. A completed drain is answered as it is.
+// Errors: ErrNotFound (no open drain), ErrStoreUnavailable: no decision is
+// taken from state that could not be read.
+func (s *Store) CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+	for attempt := 0; ; attempt++ {
+		d, err := s.decideDrain(ctx, by, limit)
+		if errors.Is(err, errDrainRaced) && attempt < 3 {
+			continue
+		}
+		return d, err
+	}
+}
+
+func (s *Store) decideDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+	now := s.now()
+	var out *checkpointd.Drain
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		// Locking the drain row serialises decisions and cancels of a drain.
+		var row drainRow
+		err := tx.GetContext(ctx, &row, `UPDATE drains SET decisions = decisions + 1
+WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
+		if errors.Is(err, sql.ErrNoRows) {
+			cur, err := openDrain(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if cur == nil {
+				return fmt.Errorf("no drain is open: %w", checkpointd.ErrNotFound)
+			}
+			out, err = cur.drain()
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		start := fromMicros(row.StartedAt)
+		dec := checkpointd.DrainDecision{At: now, By: by, Blocking: []checkpointd.DrainBlocker{}}
+		counts, unnoted, err := s.countDrain(ctx, tx, start)
+		if err != nil {
+			return err
+		}
+		if counts.Blocking > 0 {
+			dec.Outcome, dec.Counts = checkpointd.DrainOutcomeBlocked, counts
+			if unnoted > 0 {
+				if err := s.noteBlocked(ctx, tx, row.ID, start, now); err != nil {
+					return err
+				}
+			}
+			var head []blockerRow
+			if err := tx.SelectContext(ctx, &head, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.blocking()+` WHERE `+blockingWhere+`
+ORDER BY id LIMIT ?`), limit); err != nil {
+				return err
+			}
+			for i := range head {
+				dec.Blocking = append(dec.Blocking, head[i].blocker(start))
+			}
+		} else {
+			// The index says nothing blocks: lock every active session and
+			// check each row again, so the completion holds at commit.
+			n, err := s.noteCompleted(ctx, tx, row.ID, now)
+			if err != nil {
+				return err
+			}
+			dec.Counts = checkpointd.DrainCounts{Active: n, Ready: n}
+			dec.Outcome = checkpointd.DrainOutcomeCompleted
+			row.State, row.EndedAt, row.EndedBy = string(checkpointd.DrainCompleted), sql.NullInt64{Int64: micros(now), Valid: true}, by
+		}
+		decJSON, err := jsonMarshal(dec)
+		if err != nil {
+			return err
+		}
+		row.Decision = decJSON
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE drains SET state = ?, ended_at = ?, ended_by = ?, decision = ? WHERE id = ?`),
+			row.State, row.EndedAt, row.EndedBy, row.Decision, row.ID); err != nil {
+			return err
+		}
+		out, err = row.drain()
+		return err
+	})
+	return out, err
+}
+
+// noteBlocked records a blocked decision, with the session's reasons, in
+// the event log of each blocking session whose log has no decision of this
+// drain yet. Once per drain and session: what changes a session later is in
+// its log as its own event (checkpoint.written, validity.changed, ...), and
+// the drain row keeps every decision's counts. Retrying complete in a loop
+// thus costs neither 5k events nor 5k row locks per attempt.
+func (s *Store) noteBlocked(ctx context.Context, tx *sqlx.Tx, drainID string, start, now time.Time) error {
+	const unnoted = ` AND (drain_noted_at IS NULL OR drain_noted_at < ?)`
+	for after := ""; ; {
+		var ids []string
+		if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM `+s.blocking()+` WHERE `+blockingWhere+unnoted+`
+AND id > ? ORDER BY id LIMIT ?`), micros(start), after, decisionChunk); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		after = ids[len(ids)-1]
+		var rows []blockerRow
+		if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1, drain_noted_at = ?
+WHERE id IN (?) AND `+blockingWhere+unnoted+`
+RETURNING `+blockerColumns+`, event_seq`, micros(now), ids, micros(start)); err != nil {
+			return err
+		}
+		evs := make([]eventInsert, len(rows))
+		for i := range rows {
+			b := rows[i].blocker(start)
+			evs[i] = eventInsert{sessionID: b.SessionID, seq: rows[i].EventSeq, kind: checkpointd.EventDrainBlocked,
+				data: blockedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeBlocked, Reasons: b.Reasons, Missing: b.Missing}}
+		}
+		if err := insertEvents(ctx, tx, now, evs); err != nil {
+			return err
+		}
+	}
+}
+
+// decisionChunk is how many sessions a decision locks and records per
+// statement: memory stays bounded however many sessions are active.
+const decisionChunk = 1000
+
+type blockedEvent struct {
+	DrainID string                    `json:"drain_id"`
+	Outcome checkpointd.DrainOutcome  `json:"outcome"`
+	Reasons []checkpointd.BlockReason `json:"reasons"`
+	Missing []string                  `json:"missing,omitempty"`
+}
+
+type completedEvent struct {
+	DrainID string                   `json:"drain_id"`
+	Outcome checkpointd.DrainOutcome `json:"outcome"`
+	// CheckpointSeq is the checkpoint the completion vouched for: what
+	// the session resumes from after the restart.
+	CheckpointSeq int64 `json:"checkpoint_seq"`
+}
+
+// noteCompleted locks every active session, chunk by chunk in id order,
+// checks each is still ready and records the completion in its log. It
+// returns how many sessions it recorded, or errDrainRaced when one stopped
+// being ready after the gate counted.
+func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, now time.Time) (int64, error) {
+	var n int64
+	for after := ""; ; {
+		var rows []struct {
+			ID            string `db:"id"`
+			EventSeq      int64  `db:"event_seq"`
+			Ready         bool   `db:"drain_ready"`
+			Validity      string `db:"validity"`
+			CheckpointSeq int64  `db:"checkpoint_seq"`
+		}
+		var ids []string
+		if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM sessions WHERE state = 'active' AND id > ? ORDER BY id LIMIT ?`),
+			after, decisionChunk); err != nil {
+			return 0, err
+		}
+		if len(ids) == 0 {
+			return n, nil
+		}
+		after = ids[len(ids)-1]
+		// Only event_seq changes: no indexed column, so PostgreSQL may
+		// update in place (HOT) and leave the indexes alone.
+		if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1 WHERE id IN (?) AND state = 'active'
+RETURNING id, event_seq, drain_ready, validity, checkpoint_seq`, ids); err != nil {
+			return 0, err
+		}
+		evs := make([]eventInsert, len(rows))
+		for i, r := range rows {
+			if !r.Ready || r.Validity != string(checkpointd.ValidityValid) {
+				return 0, errDrainRaced
+			}
+			evs[i] = eventInsert{sessionID: r.ID, seq: r.EventSeq, kind: checkpointd.EventDrainCompleted,
+				data: completedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeCompleted, CheckpointSeq: r.CheckpointSeq}}
+		}
+		if err := insertEvents(ctx, tx, now, evs); err != nil {
+			return 0, err
+		}
+		n += int64(len(rows))
+	}
+}
+
+// selectIn runs q, whose IN (?) takes a list, with sqlx.In. The chunks are
+// explicit id lists: given a subquery instead, PostgreSQL hashes the whole
+// sessions table for every chunk.
+func selectIn(ctx context.Context, tx *sqlx.Tx, dest any, q string, args ...any) error {
+	q, args, err := sqlx.In(q, args...)
+	if err != nil {
+		return err
+	}
+	return tx.SelectContext(ctx, dest, tx.Rebind(q), args...)
+}
+
+// eventInsert is one event at a seq already reserved on its session row.
+type eventInsert struct {
+	sessionID string
+	seq       int64
+	kind      string
+	runID     string
+	data      any
+}
+
+// insertEvents appends events with multi-row inserts: a drain decision may
+// concern every active session.
+func insertEvents(ctx context.Context, tx *sqlx.Tx, at time.Time, evs []eventInsert) error {
+	const chunk = 500
+	for len(evs) > 0 {
+		part := evs[:min(chunk, len(evs))]
+		evs = evs[len(part):]
+		values := make([]string, len(part))
+		args := make([]any, 0, len(part)*6)
+		for i, e := range part {
+			data, err := jsonMarshal(e.data)
+			if err != nil {
+				return err
+			}
+			values[i] = "(?, ?, ?, ?, ?, ?)"
+			args = append(args, e.sessionID, e.seq, micros(at), e.kind, e.runID, data)
+		}
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data) VALUES `+
+			strings.Join(values, ", ")), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RecordWriteFailure records durably that a checkpoint write to a session
+// failed during a running drain, with the failure's problem code: the
+// session then blocks the drain with write_failed until its next successful
+// write. runID names the run the failed document claimed to be; it must be
+// the current run ("" when the document could not be read far enough to
+// say, which is recorded too: it cannot be shown to come from another run).
+// Outside a running drain nothing is recorded. It reports whether a failure
+// was recorded. Errors: ErrStoreUnavailable.
+func (s *Store) RecordWriteFailure(ctx context.Context, sessionID, runID, code string) (bool, error) {
+	// Failed writes outside a drain are common (422s) and need no record:
+	// ask the cheap question before taking the write lock.
+	var n int
+	if err := s.rdb.GetContext(ctx, &n, `SELECT COUNT(*) FROM drains WHERE is_open = 1 AND state = 'running'`); err != nil {
+		return false, s.classify(err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	now := s.now()
+	recorded := false
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		q := `UPDATE sessions SET write_failed_at = ?, write_failed_code = ?, drain_ready = FALSE, event_seq = event_seq + 1
+WHERE id = ? AND state = 'active' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`
+		args := []any{micros(now), code, sessionID}
+		if runID != "" {
+			q, args = q+` AND current_run_id = ?`, append(args, runID)
+		}
+		var r struct {
+			Seq int64  `db:"event_seq"`
+			Run string `db:"current_run_id"`
+		}
+		err := tx.GetContext(ctx, &r, tx.Rebind(q+` RETURNING event_seq, current_run_id`), args...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		recorded = true
+		return insertEvent(ctx, tx, sessionID, r.Seq, now, checkpointd.EventCheckpointWriteFailed, r.Run,
+			map[string]any{"code": code, "run_named": runID != ""})
+	})
+	return recorded, err
+}

@@ -1,0 +1,251 @@
+package store_test
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/store/storetest"
+)
+
+// Drain benchmark size: CHECKPOINTD_BENCH_DRAIN_SESSIONS overrides the
+// number of active sessions (default 100k), of which one in twenty blocks.
+func drainBenchSize(b *testing.B) (active, every int) {
+	active, every = 100_000, 20
+	if v := os.Getenv("CHECKPOINTD_BENCH_DRAIN_SESSIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < every {
+			b.Fatalf("CHECKPOINTD_BENCH_DRAIN_SESSIONS=%q", v)
+		}
+		active = n
+	}
+	return active, every
+}
+
+// seedDrainURL fills the fresh database at url with active sessions, one
+// run and one complete checkpoint each, and a drain running since before
+// every checkpoint; one session in every is not ready (no checkpoint since
+// the drain, incomplete, stale, lease lost, unverified in turn). It seeds
+// with SQL on its own connection: the API would take minutes for 100k.
+func seedDrainURL(tb testing.TB, be storetest.Backend, url string, active, every int) *store.Store {
+	tb.Helper()
+	s := storetest.OpenURL(tb, url, checkpointd.SystemClock{})
+	db := openRaw(tb, be, url)
+	start := time.Now().Add(-time.Hour).UnixMicro()
+	written := start + 1000
+	// ids sort numerically: ses_b1000000, ses_b1000001, ...
+	series := fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 1000000 UNION ALL SELECT i + 1 FROM n WHERE i < %d) `, 1000000+active-1)
+	stmts := []string{
+		series + `INSERT INTO sessions (id, repo, repo_key, role, issue, branch, state, created_at, updated_at,
+    current_run_id, run_seq, checkpoint_seq, event_seq, head, validity, validity_at,
+    checkpoint_at, latest_complete, latest_missing, drain_ready)
+SELECT 'ses_b' || i, 'acme/r' || (i % 200), 'acme/r' || (i % 200), 'author', i, 'fix-' || i, 'active', ` +
+			fmt.Sprint(start) + `, ` + fmt.Sprint(written) + `, 'run_b' || i, 1, 1, 3,
+    '0123456789abcdef0123456789abcdef01234567', 'valid', ` + fmt.Sprint(written) + `, ` + fmt.Sprint(written) + `, TRUE, '[]', TRUE FROM n`,
+		series + `INSERT INTO runs (id, session_id, fencing_token, agent, started_at)
+SELECT 'run_b' || i, 'ses_b' || i, 1, '{"runtime":"bench"}', ` + fmt.Sprint(start) + ` FROM n`,
+		series + `INSERT INTO checkpoints (session_id, seq, run_id, fencing_token, created_at, stage, branch, head,
+    digest, complete, missing, document)
+SELECT 'ses_b' || i, 1, 'run_b' || i, 1, ` + fmt.Sprint(written) + `, 'implementing', 'fix-' || i,
+    '0123456789abcdef0123456789abcdef01234567', 'hmac-sha256:v1:00', TRUE, '[]', '{"schema_version":1}' FROM n`,
+		// The blocking ones, one reason each in turn.
+		`UPDATE sessions SET drain_ready = FALSE, checkpoint_at = ` + fmt.Sprint(start-1000) + `
+WHERE id IN (SELECT id FROM sessions WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0
+    AND (CAST(substr(id, 6) AS BIGINT) / ` + fmt.Sprint(every) + `) % 5 = 0)`,
+		`UPDATE sessions SET drain_ready = FALSE, latest_complete = FALSE, latest_missing = '["next_action"]'
+WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0 AND (CAST(substr(id, 6) AS BIGINT) / ` + fmt.Sprint(every) + `) % 5 = 1`,
+		`UPDATE sessions SET validity = 'stale' WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0
+    AND (CAST(substr(id, 6) AS BIGINT) / ` + fmt.Sprint(every) + `) % 5 = 2`,
+		`UPDATE sessions SET validity = 'lease_lost' WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0
+    AND (CAST(substr(id, 6) AS BIGINT) / ` + fmt.Sprint(every) + `) % 5 = 3`,
+		`UPDATE sessions SET validity = 'unverified' WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0
+    AND (CAST(substr(id, 6) AS BIGINT) / ` + fmt.Sprint(every) + `) % 5 = 4`,
+		`INSERT INTO drains (id, reason, started_at, started_by, state, is_open) VALUES ('drn_bench', 'bench', ` +
+			fmt.Sprint(start) + `, 'bench', 'running', 1)`,
+		`ANALYZE`,
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			tb.Fatalf("seed: %v\n%s", err, q)
+		}
+	}
+	if be == storetest.Postgres {
+		// Index-only scans need the visibility map: as autovacuum leaves a
+		// table that is mostly read.
+		if _, err := db.Exec(`VACUUM ANALYZE`); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return s
+}
+
+// openRaw opens a plain connection pool on a test database, closed when tb
+// ends.
+func openRaw(tb testing.TB, be storetest.Backend, url string) *sql.DB {
+	tb.Helper()
+	driver := "postgres"
+	if be == storetest.SQLite {
+		driver, url = "sqlite", "file:"+url+"?_pragma=busy_timeout(5000)"
+	}
+	db, err := sql.Open(driver, url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// BenchmarkDrain measures the store time of the drain gate over 100k active
+// sessions of which 5k block: the status read behind GET /v1/drain, the
+// list of sessions blocked only by unverified that complete hands to
+// reconcile, and the whole blocked decision behind POST /v1/drain/complete
+// (evaluation, the decision stored on the drain, and a drain.blocked event
+// in each of the 5k blocking sessions' logs). It reports the peak resident
+// memory of the test process (peak-rss-MB).
+func BenchmarkDrain(b *testing.B) {
+	active, every := drainBenchSize(b)
+	eachBackend(b, func(b *testing.B, be storetest.Backend) {
+		url := storetest.URL(b, be)
+		s := seedDrainURL(b, be, url, active, every)
+		db := openRaw(b, be, url)
+		ctx := b.Context()
+		wantBlocking := int64(active / every)
+		b.Run("status", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				st, err := s.DrainStatus(ctx, store.DrainQuery{Limit: 50})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st.Counts.Blocking != wantBlocking || st.Counts.Active != int64(active) || len(st.Blocking) != 50 {
+					b.Fatalf("counts %+v, %d listed", st.Counts, len(st.Blocking))
+				}
+			}
+			reportRSS(b)
+		})
+		b.Run("unverified", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ids, err := s.DrainUnverified(ctx, 10_000)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(ids) != int(wantBlocking/5) {
+					b.Fatalf("%d unverified-only", len(ids))
+				}
+			}
+		})
+		// A repeated decision of a drain: every blocking session's log
+		// already holds one (the untimed first call records them).
+		b.Run("complete-repeat", func(b *testing.B) {
+			completeBlocked(b, s, wantBlocking)
+			b.ReportAllocs()
+			for b.Loop() {
+				completeBlocked(b, s, wantBlocking)
+			}
+			reportRSS(b)
+		})
+		// The first decision of a drain also records drain.blocked in each
+		// of the 5k blocking sessions' logs. Last: it rewrites 5k rows per
+		// iteration, bloating what the others read.
+		b.Run("complete-first", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				if _, err := db.ExecContext(ctx, `UPDATE sessions SET drain_noted_at = NULL WHERE drain_noted_at IS NOT NULL`); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				completeBlocked(b, s, wantBlocking)
+			}
+			reportRSS(b)
+		})
+	})
+}
+
+func completeBlocked(b *testing.B, s *store.Store, wantBlocking int64) {
+	d, err := s.CompleteDrain(b.Context(), "bench", 50)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if d.Decision.Outcome != checkpointd.DrainOutcomeBlocked || d.Decision.Counts.Blocking != wantBlocking {
+		b.Fatalf("decision %+v", d.Decision.Counts)
+	}
+}
+
+// reportRSS reports the process's peak resident set (VmHWM) in MB.
+func reportRSS(b *testing.B) {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			b.ReportMetric(float64(kb)/1024, "peak-rss-MB")
+		}
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	b.ReportMetric(float64(m.HeapInuse)/(1<<20), "heap-inuse-MB")
+}
+
+// BenchmarkDrainCompletion measures the completing decision over 100k
+// active sessions, all ready: every row is locked and checked again and a
+// drain.completed event is appended to each session's log, in one
+// transaction. It runs once per drain, before a restart.
+func BenchmarkDrainCompletion(b *testing.B) {
+	active, _ := drainBenchSize(b)
+	eachBackend(b, func(b *testing.B, be storetest.Backend) {
+		url := storetest.URL(b, be)
+		s := seedDrainURL(b, be, url, active, 1<<40)
+		db := openRaw(b, be, url)
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			if _, err := db.ExecContext(b.Context(), `UPDATE drains SET state = 'running', is_open = 1, ended_at = NULL, decision = ''`); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			d, err := s.CompleteDrain(b.Context(), "bench", 50)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if d.State != checkpointd.DrainCompleted || d.Decision.Counts.Active != int64(active) {
+				b.Fatalf("completion %+v %+v", d.State, d.Decision.Counts)
+			}
+		}
+		reportRSS(b)
+	})
+}
+
+// BenchmarkDrainStart measures starting a drain over 100k active sessions,
+// all ready for the previous one: every row's readiness is reset.
+func BenchmarkDrainStart(b *testing.B) {
+	active, _ := drainBenchSize(b)
+	eachBackend(b, func(b *testing.B, be storetest.Backend) {
+		url := storetest.URL(b, be)
+		s := seedDrainURL(b, be, url, active, 1<<40)
+		db := openRaw(b, be, url)
+		for b.Loop() {
+			b.StopTimer()
+			for _, q := range []string{`UPDATE drains SET is_open = NULL, state = 'cancelled'`, `UPDATE sessions SET drain_ready = TRUE`} {
+				if _, err := db.ExecContext(b.Context(), q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+			if _, started, err := s.StartDrain(b.Context(), "bench", "bench"); err != nil || !started {
+				b.Fatal(started, err)
+			}
+		}
+		reportRSS(b)
+	})
+}

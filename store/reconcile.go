@@ -1,0 +1,480 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// ActiveRef is one distinct ref that active sessions are bound to: a branch
+// head or a pull request of a repo. Reconcile asks the forge once per ref,
+// whatever the number of sessions on it.
+type ActiveRef struct {
+	Repo     string // owner/name as the first session spelled it
+	Branch   string // set for a branch ref …
+	PR       int64  // … or a PR number
+	Sessions []string
+}
+
+// Name is how the ref is keyed in live_refs and reports: branch:<name> or pr:<n>.
+func (r ActiveRef) Name() string {
+	return checkpointd.Observation{Branch: r.Branch, PR: r.PR}.RefName()
+}
+
+// ActiveWorktree is the worktree a session recorded, with what its latest
+// checkpoint says the worktree should hold.
+type ActiveWorktree struct {
+	SessionID, Repo, Branch, Head, Path string
+}
+
+// ActiveSet is what a reconcile pass checks: the active sessions that can
+// still change validity (invalidated is final), their distinct refs and
+// their recorded worktrees.
+type ActiveSet struct {
+	Sessions  int
+	Repos     []string // distinct repos, as first spelled
+	Refs      []ActiveRef
+	Worktrees []ActiveWorktree
+}
+
+// ActiveRefs collects the distinct refs of every active, not invalidated
+// session, in a stable order. Errors: ErrStoreUnavailable.
+func (s *Store) ActiveRefs(ctx context.Context) (*ActiveSet, error) {
+	var rows []struct {
+		ID       string `db:"id"`
+		Repo     string `db:"repo"`
+		RepoKey  string `db:"repo_key"`
+		Branch   string `db:"branch"`
+		PR       int64  `db:"pr"`
+		Worktree string `db:"worktree"`
+		Head     string `db:"head"`
+	}
+	if err := s.rdb.SelectContext(ctx, &rows, `SELECT id, repo, repo_key, branch, pr, worktree, head FROM sessions
+WHERE state = 'active' AND validity <> 'invalidated' ORDER BY id`); err != nil {
+		return nil, s.classify(err)
+	}
+	set := &ActiveSet{Sessions: len(rows)}
+	refs, repos := map[string]*ActiveRef{}, map[string]bool{}
+	add := func(repoKey, repo, branch string, pr int64, id string) {
+		r := ActiveRef{Repo: repo, Branch: branch, PR: pr}
+		key := repoKey + "\x00" + r.Name()
+		if refs[key] == nil {
+			refs[key] = &r
+		}
+		refs[key].Sessions = append(refs[key].Sessions, id)
+	}
+	for _, r := range rows {
+		if !repos[r.RepoKey] {
+			repos[r.RepoKey] = true
+			set.Repos = append(set.Repos, r.Repo)
+		}
+		if r.Branch != "" {
+			add(r.RepoKey, r.Repo, r.Branch, 0, r.ID)
+		}
+		if r.PR > 0 {
+			add(r.RepoKey, r.Repo, "", r.PR, r.ID)
+		}
+		if r.Worktree != "" {
+			set.Worktrees = append(set.Worktrees, ActiveWorktree{SessionID: r.ID, Repo: r.Repo, Branch: r.Branch, Head: r.Head, Path: r.Worktree})
+		}
+	}
+	keys := make([]string, 0, len(refs))
+	for k := range refs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		set.Refs = append(set.Refs, *refs[k])
+	}
+	return set, nil
+}
+
+// ResetValidity makes every active session that is not invalidated
+// unverified, each with a validity.changed event giving reason, and marks
+// every open live ref ambiguous. The daemon calls it at boot, before it
+// serves: webhooks sent while it was down are lost, so nothing it observed
+// before counts until reconcile has asked the forge again. It returns how
+// many sessions changed. Errors: ErrStoreUnavailable.
+func (s *Store) ResetValidity(ctx context.Context, reason string) (int, error) {
+	now := s.now()
+	n := 0
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		n = 0
+		var rows []struct {
+			ID       string `db:"id"`
+			Validity string `db:"validity"`
+		}
+		if err := tx.SelectContext(ctx, &rows, `SELECT id, validity FROM sessions
+WHERE state = 'active' AND validity NOT IN ('invalidated', 'unverified') ORDER BY id`); err != nil {
+			return err
+		}
+		byFrom := map[string][]string{}
+		for _, r := range rows {
+			byFrom[r.Validity] = append(byFrom[r.Validity], r.ID)
+		}
+		for from, ids := range byFrom {
+			if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(from), checkpointd.ValidityUnverified, reason,
+				map[string]any{"source": "boot"}); err != nil {
+				return err
+			}
+			n += len(ids)
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE live_refs SET state = 'ambiguous' WHERE state = 'open'`)
+		return err
+	})
+	return n, err
+}
+
+// MarkUnverified records that the forge could not answer for refs: their
+// open live refs become ambiguous (no evidence) and every active session
+// bound to them is re-judged without a live head, so it becomes (or stays)
+// unverified with reason — never valid — unless a lost lease keeps it
+// lease_lost. It returns how many sessions moved to each validity.
+// Errors: ErrStoreUnavailable.
+func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, source string) (map[string]int, error) {
+	now := s.now()
+	var moved map[string]int
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		moved = map[string]int{}
+		for _, ref := range refs {
+			repoKey := strings.ToLower(ref.Repo)
+			if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE live_refs SET state = 'ambiguous' WHERE repo_key = ? AND ref = ? AND state = 'open'`),
+				repoKey, ref.Name()); err != nil {
+				return err
+			}
+			q, arg := `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(ref.Branch)
+			if ref.PR > 0 {
+				q, arg = `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, ref.PR
+			}
+			var bound []struct {
+				boundSession
+				Reason string `db:"validity_reason"`
+			}
+			if err := tx.SelectContext(ctx, &bound, tx.Rebind(q), repoKey, arg); err != nil {
+				return err
+			}
+			groups := map[[2]string][]string{}
+			for _, b := range bound {
+				if b.Validity == string(checkpointd.ValidityInvalidated) {
+					continue // final
+				}
+				to, _ := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: b.LeasesOK, Head: b.Head})
+				// An unverified session takes the new reason too (once, not
+				// every pass): the resume answer should say why.
+				if string(to) != b.Validity || (to == checkpointd.ValidityUnverified && b.Reason != reason) {
+					groups[[2]string{b.Validity, string(to)}] = append(groups[[2]string{b.Validity, string(to)}], b.ID)
+				}
+			}
+			evidence := map[string]any{"source": source, "ref": ref.Name()}
+			for c, ids := range groups {
+				why := reason
+				if c[1] != string(checkpointd.ValidityUnverified) {
+					_, why = checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: false})
+				}
+				if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c[0]), checkpointd.Validity(c[1]), why, evidence); err != nil {
+					return err
+				}
+				if c[0] != c[1] {
+					moved[c[1]] += len(ids)
+				}
+			}
+		}
+		return nil
+	})
+	return moved, err
+}
+
+// SessionVerdict is one active session's validity and why.
+type SessionVerdict struct {
+	SessionID, Repo string
+	Validity        checkpointd.Validity
+	Reason          string
+}
+
+// ValiditySummary counts the active sessions by validity and lists up to
+// limit of those that are not valid, oldest first. Errors: ErrStoreUnavailable.
+func (s *Store) ValiditySummary(ctx context.Context, limit int) (map[string]int, []SessionVerdict, error) {
+	var counts []struct {
+		Validity string `db:"validity"`
+		N        int    `db:"n"`
+	}
+	if err := s.rdb.SelectContext(ctx, &counts, `SELECT validity, COUNT(*) AS n FROM sessions WHERE state = 'active' GROUP BY validity`); err != nil {
+		return nil, nil, s.classify(err)
+	}
+	out := map[string]int{}
+	for _, c := range counts {
+		out[c.Validity] = c.N
+	}
+	var rows []struct {
+		ID       string `db:"id"`
+		Repo     string `db:"repo"`
+		Validity string `db:"validity"`
+		Reason   string `db:"validity_reason"`
+	}
+	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(`SELECT id, repo, validity, validity_reason FROM sessions
+WHERE state = 'active' AND validity <> 'valid' ORDER BY id LIMIT ?`), limit); err != nil {
+		return nil, nil, s.classify(err)
+	}
+	verdicts := make([]SessionVerdict, len(rows))
+	for i, r := range rows {
+		verdicts[i] = SessionVerdict{SessionID: r.ID, Repo: r.Repo, Validity: checkpointd.Validity(r.Validity), Reason: r.Reason}
+	}
+	return out, verdicts, nil
+}
+
+// keptReports bounds the reconcile_reports table.
+const keptReports = 50
+
+// SaveReconcileReport stores a pass's JSON report under its id (time
+// ordered) and prunes all but the latest reports. Errors: ErrStoreUnavailable.
+func (s *Store) SaveReconcileReport(ctx context.Context, id string, report []byte) error {
+	now := s.now()
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO reconcile_reports (id, finished_at, report) VALUES (?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, report = excluded.report`), id, micros(now), string(report)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, tx.Rebind(`DELETE FROM reconcile_reports WHERE id NOT IN
+(SELECT id FROM reconcile_reports ORDER BY id DESC LIMIT ?)`), keptReports)
+		return err
+	})
+}
+
+// LastReconcileReport returns the newest stored report.
+// Errors: ErrNotFound before the first pass finished, ErrStoreUnavailable.
+func (s *Store) LastReconcileReport(ctx context.Context) (json.RawMessage, error) {
+	var report string
+	err := s.rdb.GetContext(ctx, &report, `SELECT report FROM reconcile_reports ORDER BY id DESC LIMIT 1`)
+	if err = ignoreNoRows(err); err != nil {
+		return nil, s.classify(err)
+	}
+	if report == "" {
+		return nil, fmt.Errorf("no reconcile pass has finished yet: %w", checkpointd.ErrNotFound)
+	}
+	return json.RawMessage(report), nil
+}
+
+// EventLeaseMismatch records a held lease whose holder is not its session's
+// current run, found by reconcile and released: a takeover that happened
+// while the lease could not move, or a row left behind by a crash.
+const EventLeaseMismatch = "lease.mismatch"
+
+// LeaseReconcile counts what ReconcileLeases changed.
+type LeaseReconcile struct {
+	Expired    int // held leases past their time, ended
+	Mismatched int // held by a run that is not the session's current run, released
+	LeaseLost  int // sessions moved to lease_lost: their checkpoint names a lease their run does not hold
+}
+
+// ReconcileLeases checks the lease records against the sessions: held
+// leases past their time end (lease.expired), a held lease whose run is not
+// its session's current run is released with a lease.mismatch event, and a
+// session whose latest checkpoint names a lease its current run does not
+// hold is judged lease_lost. source (reconcile:<pass id>) is the evidence.
+// Errors: ErrStoreUnavailable.
+func (s *Store) ReconcileLeases(ctx context.Context, source string) (LeaseReconcile, error) {
+	var out LeaseReconcile
+	const batch = 500
+	for {
+		n, err := s.ExpireLeases(ctx, batch)
+		out.Expired += n
+		if err != nil || n < batch {
+			if err != nil {
+				return out, err
+			}
+			break
+		}
+	}
+	var ids []string
+	if err := s.rdb.SelectContext(ctx, &ids, `SELECT l.id FROM leases l JOIN sessions s ON s.id = l.session_id
+WHERE l.state = 'held' AND (s.state <> 'active' OR s.current_run_id <> l.run_id) ORDER BY l.id`); err != nil {
+		return out, s.classify(err)
+	}
+	for _, id := range ids {
+		released, err := s.releaseMismatch(ctx, id, source)
+		if err != nil {
+			return out, err
+		}
+		if released {
+			out.Mismatched++
+		}
+	}
+	n, err := s.judgeNamedLeases(ctx, source)
+	out.LeaseLost = n
+	return out, err
+}
+
+// releaseMismatch releases lease id if, under the session's row lock, it is
+// still held by a run that is not the session's current run.
+func (s *Store) releaseMismatch(ctx context.Context, id, source string) (bool, error) {
+	now := s.now()
+	released := false
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		released = false
+		l, err := s.getLease(ctx, tx, id)
+		if err != nil || l.State != checkpointd.LeaseHeld {
+			return ignoreNotFound(err)
+		}
+		var cur struct {
+			State string `db:"state"`
+			Run   string `db:"current_run_id"`
+		}
+		if err := tx.GetContext(ctx, &cur, tx.Rebind(`SELECT state, current_run_id FROM sessions WHERE id = ?`), l.Holder.SessionID); err != nil {
+			return ignoreNoRows(err)
+		}
+		if cur.State == string(checkpointd.SessionActive) && cur.Run == l.Holder.RunID {
+			return nil // taken over and moved meanwhile
+		}
+		if err := appendEvent(ctx, tx, l.Holder.SessionID, now, EventLeaseMismatch, l.Holder.RunID, map[string]any{
+			"lease_id": l.ID, "resource": l.Resource, "holder_run": l.Holder.RunID, "current_run": cur.Run,
+			"session_state": cur.State, "source": source}); err != nil {
+			return err
+		}
+		released = true
+		return s.endLease(ctx, tx, l, checkpointd.LeaseReleased, "run_mismatch", now)
+	})
+	return released, err
+}
+
+// judgeNamedLeases applies the lease half of the validity rule to every
+// active session that relies on leases: leases_ok already false (e.g. after
+// the boot reset made it unverified), or a latest checkpoint naming a lease
+// that its current run does not hold now.
+func (s *Store) judgeNamedLeases(ctx context.Context, source string) (int, error) {
+	now := s.now()
+	n := 0
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		n = 0
+		var rows []struct {
+			ID       string `db:"id"`
+			Run      string `db:"current_run_id"`
+			Validity string `db:"validity"`
+			Head     string `db:"head"`
+			LeasesOK bool   `db:"leases_ok"`
+			Document string `db:"document"`
+		}
+		// The LIKE only narrows the rows read; the document decides.
+		if err := tx.SelectContext(ctx, &rows, `SELECT s.id, s.current_run_id, s.validity, s.head, s.leases_ok, c.document
+FROM sessions s JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
+WHERE s.state = 'active' AND s.validity NOT IN ('invalidated', 'lease_lost')
+  AND (NOT s.leases_ok OR c.document LIKE '%"lease_id"%') ORDER BY s.id`); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			missing := ""
+			if r.LeasesOK {
+				var doc checkpointd.Document
+				if err := jsonUnmarshal(r.Document, &doc); err != nil {
+					return err
+				}
+				held, err := heldByRun(ctx, tx, r.Run, now)
+				if err != nil {
+					return err
+				}
+				for _, l := range doc.Leases {
+					if _, ok := held[l.LeaseID]; !ok && missing == "" {
+						missing = l.LeaseID
+					}
+				}
+				if missing == "" {
+					continue
+				}
+				if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET leases_ok = FALSE WHERE id = ?`), r.ID); err != nil {
+					return err
+				}
+			}
+			to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: false, Head: r.Head})
+			evidence := map[string]any{"source": source}
+			if missing != "" {
+				evidence["lease_id"] = missing
+			}
+			if err := setValidity(ctx, tx, r.ID, now, checkpointd.Validity(r.Validity), to, reason, evidence); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+func ignoreNotFound(err error) error {
+	if errors.Is(err, checkpointd.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// RepoRename is a repo that sessions name but the forge now knows by
+// another name: the same repository id under a new owner/name.
+type RepoRename struct {
+	Repo    string // as sessions name it
+	RepoID  int64
+	NewName string
+}
+
+// RepoRenames remembers which forge repository id each session repo name
+// stands for — learned (lower-cased owner/name → id, from forge answers
+// under that very name) and what webhooks recorded in forge_repos — and
+// returns the repos whose id forge_repos now knows under another name.
+// Renames and transfers send no webhook; this is how they show.
+// Errors: ErrStoreUnavailable.
+func (s *Store) RepoRenames(ctx context.Context, repos []string, learned map[string]int64) ([]RepoRename, error) {
+	now := s.now()
+	spelled := map[string]string{}
+	var keys []string
+	for _, r := range repos {
+		k := strings.ToLower(r)
+		if _, dup := spelled[k]; !dup {
+			spelled[k] = r
+			keys = append(keys, k)
+		}
+	}
+	var out []RepoRename
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		out = nil
+		for k, id := range learned {
+			if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO repo_ids (repo_key, repo_id, seen_at) VALUES (?, ?, ?)
+ON CONFLICT (repo_key) DO UPDATE SET repo_id = excluded.repo_id, seen_at = excluded.seen_at`), strings.ToLower(k), id, micros(now)); err != nil {
+				return err
+			}
+		}
+		for rest := keys; len(rest) > 0; {
+			part := rest[:min(len(rest), 500)]
+			rest = rest[len(part):]
+			q, args, err := sqlx.In(`INSERT INTO repo_ids (repo_key, repo_id, seen_at)
+SELECT lower(full_name), repo_id, seen_at FROM forge_repos WHERE lower(full_name) IN (?)
+ON CONFLICT (repo_key) DO NOTHING`, part)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, tx.Rebind(q), args...); err != nil {
+				return err
+			}
+			var rows []struct {
+				Key  string `db:"repo_key"`
+				ID   int64  `db:"repo_id"`
+				Name string `db:"full_name"`
+			}
+			if q, args, err = sqlx.In(`SELECT r.repo_key, r.repo_id, f.full_name FROM repo_ids r
+JOIN forge_repos f ON f.repo_id = r.repo_id WHERE r.repo_key IN (?) AND lower(f.full_name) <> r.repo_key ORDER BY r.repo_key`, part); err != nil {
+				return err
+			}
+			if err := tx.SelectContext(ctx, &rows, tx.Rebind(q), args...); err != nil {
+				return err
+			}
+			for _, r := range rows {
+				out = append(out, RepoRename{Repo: spelled[r.Key], RepoID: r.ID, NewName: r.Name})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
