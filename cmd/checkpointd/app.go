@@ -48,7 +48,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	clientFlags := []cli.Flag{
 		&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080", Sources: from("CHECKPOINTD_URL"), Usage: "base URL of a running daemon"},
-		&cli.StringFlag{Name: "token", Sources: from("CHECKPOINTD_TOKEN"), Usage: "API token (default: <data-dir>/operator.token)"},
+		&cli.StringFlag{Name: "token", Sources: from("CHECKPOINTD_TOKEN"), Usage: "API token (operator commands default to <data-dir>/operator.token)"},
 	}
 	app := &cli.Command{
 		Name:      "checkpointd",

@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -180,7 +178,7 @@ type drainClient struct {
 }
 
 func newDrainClient(c *cli.Command) (*drainClient, error) {
-	token, err := drainToken(c)
+	token, err := operatorToken(c)
 	if err != nil {
 		return nil, err
 	}
@@ -189,20 +187,6 @@ func newDrainClient(c *cli.Command) (*drainClient, error) {
 		return nil, fmt.Errorf("--url %q: want http(s)://host:port", base)
 	}
 	return &drainClient{base: base, token: token, http: &http.Client{Timeout: c.Duration("request-timeout")}}, nil
-}
-
-// drainToken is --token (or CHECKPOINTD_TOKEN), else the bootstrap
-// operator token of the data directory.
-func drainToken(c *cli.Command) (string, error) {
-	if t := strings.TrimSpace(c.String("token")); t != "" {
-		return t, nil
-	}
-	path := filepath.Join(c.String("data-dir"), "operator.token")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("an operator token is required: --token, CHECKPOINTD_TOKEN or %s (%v)", path, err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 func (dc *drainClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {

@@ -51,6 +51,9 @@ type loadConfig struct {
 	IdempotencyKeys bool
 }
 
+// loadtestCommand measures the real HTTP write path of a running daemon for
+// capacity planning; scripts/floor/ holds the raw-database floors to compare
+// it with (docs/performance.md).
 func loadtestCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag, stdout io.Writer) *cli.Command {
 	flags := append([]cli.Flag{}, clientFlags...)
 	flags = append(flags,
@@ -417,6 +420,7 @@ func (r *loadResult) print(w io.Writer, cfg loadConfig) {
 		idem = ", with Idempotency-Keys"
 	}
 	fmt.Fprintf(w, "target:      %s repo %s, %d clients, %s, %d-byte documents%s\n", cfg.URL, cfg.Repo, cfg.Clients, cfg.Duration, cfg.DocBytes, idem)
+	fmt.Fprintf(w, "sessions:    %d (ended)\n", r.Sessions)
 	fmt.Fprintf(w, "requests:    %d\n", r.Requests)
 	fmt.Fprintf(w, "succeeded:   %d\n", r.OK)
 	fmt.Fprintf(w, "errors:      %d%s\n", r.Requests-r.OK, formatErrors(r.Errors))

@@ -112,7 +112,8 @@ func reconcileCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.
 	}
 }
 
-// operatorToken is --token, or the bootstrap token in the data directory.
+// operatorToken is --token (or CHECKPOINTD_TOKEN), else the bootstrap
+// operator token of the data directory: what the operator commands use.
 func operatorToken(c *cli.Command) (string, error) {
 	if t := strings.TrimSpace(c.String("token")); t != "" {
 		return t, nil

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# compare.sh [SECONDS] — checkpoint writes through the daemon's HTTP API
+# against the raw database floor, on both backends, in one run.
+#
+#   1. PostgreSQL floor: postgres.sh (pgbench, 16 clients, the transaction of
+#      store.WriteCheckpoint; plus its one-round-trip CTE variant).
+#   2. The daemon on a fresh PostgreSQL database (random loopback port, its
+#      own data dir), an agent token from `checkpointd token create`, then
+#      `checkpointd loadtest --clients 16`; the daemon is stopped.
+#   3. SQLite floor: sqlite.go (same transaction, same driver and settings).
+#   4. The daemon on a fresh SQLite data dir, the same load test.
+#
+# and prints a table of the ratios against the targets of docs/performance.md.
+# Each step runs SECONDS (default 10, at most 300). Everything is on loopback;
+# the scratch databases and temp dirs are removed on exit, also on error or
+# Ctrl-C.
+#
+# The daemon is built once and run as a binary instead of `go run`, so the
+# compile is not measured and the process we stop is the daemon itself.
+#
+# Environment: PGHOST/PGPORT/PGUSER (default 127.0.0.1:5432, postgres) as for
+# postgres.sh; CLIENTS (default 16); PG_DSN_OPTIONS, extra query parameters
+# for the daemon's PostgreSQL URL (e.g. "binary_parameters=yes") to try a
+# driver setting without touching code; LOADTEST_FLAGS, extra flags for
+# `checkpointd loadtest` (e.g. "--idempotency-keys").
+set -euo pipefail
+
+seconds=${1:-10}
+if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 300)); then
+	echo "usage: $0 [SECONDS 1-300]" >&2
+	exit 2
+fi
+clients=${CLIENTS:-16}
+export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+admin_db=${ADMIN_DB:-postgres}
+http_db=checkpointd_compare
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+dsn="postgres://$PGUSER@$PGHOST:$PGPORT/$http_db?sslmode=disable${PG_DSN_OPTIONS:+&$PG_DSN_OPTIONS}"
+
+tmp=$(mktemp -d)
+daemon_pid=
+cleanup() {
+	if [[ -n $daemon_pid ]]; then
+		kill -TERM "$daemon_pid" 2>/dev/null || true
+		wait "$daemon_pid" 2>/dev/null || true
+	fi
+	psql -q -X -d "$admin_db" -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Floors and daemon share the machine with whatever else runs on it; the
+# load average is printed so a skewed run can be recognised.
+load_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
+echo "building checkpointd and the SQLite floor…" >&2
+(cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd && go build -o "$tmp/sqlite-floor" ./scripts/floor/sqlite.go)
+
+# field LINE KEY: the value of key=value in a floor line, or of "key: value"
+# in loadtest output.
+field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k {print $2; exit}'; }
+lt() { awk -F': *' -v k="$2" '$1 == k {sub(/ms$/, "", $2); split($2, a, " "); print a[1]; exit}' <<<"$1"; }
+
+# http NAME DATA_DIR [DATABASE_URL]: serve, create a token, load, stop. It
+# runs in this shell, never in $(…), so the EXIT trap knows the daemon's pid;
+# its result line goes to $tmp/NAME.result.
+http() {
+	local name=$1 dir=$2 url=${3:-} log=$tmp/$1.log addr= token out
+	mkdir -p "$dir"
+	CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$url \
+		"$tmp/checkpointd" serve --listen 127.0.0.1:0 --log-level info >"$log" 2>&1 &
+	daemon_pid=$!
+	for _ in $(seq 300); do # up to 30 s for migrations and the listener
+		addr=$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$log" | head -n1)
+		[[ -n $addr ]] && break
+		kill -0 "$daemon_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [[ -z $addr ]]; then
+		cat "$log" >&2
+		echo "$name: the daemon did not start" >&2
+		exit 1
+	fi
+	token=$(CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$url \
+		"$tmp/checkpointd" token create --role agent --name "compare-$name" | tail -n1)
+	if ! out=$("$tmp/checkpointd" loadtest --url "http://$addr" --token "$token" --clients "$clients" \
+		--duration "${seconds}s" ${LOADTEST_FLAGS:-}); then
+		echo "$out" >&2
+		grep -v 'level=INFO' "$log" | tail -n 20 >&2
+		echo "$name: the load test failed" >&2
+		exit 1
+	fi
+	kill -TERM "$daemon_pid"
+	wait "$daemon_pid" || true
+	daemon_pid=
+	echo "$out" | sed "s/^/  $name | /" >&2
+	printf 'http %s writes_s=%s p50_ms=%s p99_ms=%s\n' "$name" "$(lt "$out" 'writes/s')" \
+		"$(lt "$out" 'latency p50')" "$(lt "$out" 'latency p99')" >"$tmp/$name.result"
+}
+
+echo "PostgreSQL floor (${seconds}s per variant)…" >&2
+pg_floor=$(bash "$here/postgres.sh" "$seconds")
+echo "$pg_floor" >&2
+pg_tx=$(grep '^floor postgres-tx ' <<<"$pg_floor")
+pg_cte=$(grep '^floor postgres-cte ' <<<"$pg_floor")
+
+echo "daemon on PostgreSQL…" >&2
+psql -q -X -v ON_ERROR_STOP=1 -d "$admin_db" -c "SET client_min_messages = warning" \
+	-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" -c "CREATE DATABASE $http_db" >/dev/null
+http postgres "$tmp/pg" "$dsn"
+pg_http=$(cat "$tmp/postgres.result")
+
+echo "SQLite floor…" >&2
+sq_floor=$(cd "$root" && "$tmp/sqlite-floor" -clients "$clients" -duration "${seconds}s" -root "$root")
+echo "$sq_floor" >&2
+
+echo "daemon on SQLite…" >&2
+http sqlite "$tmp/sqlite"
+sq_http=$(cat "$tmp/sqlite.result")
+
+# The table: floors, HTTP, and the ratios against the targets.
+awk -v pt="$(field "$pg_tx" tps)" -v p50="$(field "$pg_tx" p50_ms)" -v p99="$(field "$pg_tx" p99_ms)" \
+	-v ct="$(field "$pg_cte" tps)" -v c50="$(field "$pg_cte" p50_ms)" -v c99="$(field "$pg_cte" p99_ms)" \
+	-v ht="$(field "$pg_http" writes_s)" -v h50="$(field "$pg_http" p50_ms)" -v h99="$(field "$pg_http" p99_ms)" \
+	-v st="$(field "$sq_floor" tps)" -v s50="$(field "$sq_floor" p50_ms)" -v s99="$(field "$sq_floor" p99_ms)" \
+	-v qt="$(field "$sq_http" writes_s)" -v q50="$(field "$sq_http" p50_ms)" -v q99="$(field "$sq_http" p99_ms)" \
+	-v c="$clients" -v s="$seconds" -v la0="$load_start" -v la1="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')" 'BEGIN {
+	printf "\n%d clients, %ds each, ~3 KB documents; load average %s at start, %s at end\n\n", c, s, la0, la1
+	printf "%-24s %10s %9s %9s\n", "", "tx|writes/s", "p50 ms", "p99 ms"
+	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (5 trips)", pt, p50, p99
+	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (CTE)", ct, c50, c99
+	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres HTTP", ht, h50, h99
+	printf "%-24s %10.1f %9.2f %9.2f\n", "sqlite floor", st, s50, s99
+	printf "%-24s %10.1f %9.2f %9.2f\n\n", "sqlite HTTP", qt, q50, q99
+	r1 = (pt > 0) ? ht / pt : 0; r2 = (p99 > 0) ? h99 / p99 : 0; r3 = (st > 0) ? qt / st : 0
+	r4 = (ct > 0) ? ht / ct : 0
+	printf "%-42s %6s %8s  %s\n", "target", "got", "want", ""
+	printf "%-42s %5.0f%% %8s  %s\n", "postgres HTTP writes/s / floor tx/s", 100 * r1, ">= 60%", (r1 >= 0.60) ? "met" : "MISSED"
+	printf "%-42s %5.2fx %8s  %s\n", "postgres HTTP p99 / floor p99", r2, "<= 2x", (r2 <= 2) ? "met" : "MISSED"
+	printf "%-42s %5.0f%% %8s  %s\n", "sqlite HTTP writes/s / floor tx/s", 100 * r3, ">= 70%", (r3 >= 0.70) ? "met" : "MISSED"
+	printf "%-42s %5.0f%% %8s\n", "postgres HTTP writes/s / CTE floor", 100 * r4, "(info)"
+}'
