@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
 )
 
@@ -102,6 +103,10 @@ type resumeResponse struct {
 	Checkpoint      *checkpointd.Checkpoint `json:"checkpoint"`
 	Live            *checkpointd.LiveRef    `json:"live"`
 	PendingMutation *pendingMutation        `json:"pending_mutation,omitempty"`
+	// Worktree is what the last reconcile pass found in the session's
+	// worktree on this host (a dirty or diverged worktree is reported here,
+	// never "fixed"); absent when none was checked.
+	Worktree *reconcile.Worktree `json:"worktree,omitempty"`
 }
 
 // resume answers whether the latest checkpoint can be resumed from. It is
@@ -114,6 +119,9 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}}
 	if resp.Live, err = a.Store.LiveRef(r.Context(), sess); err != nil {
+		return err
+	}
+	if resp.Worktree, err = a.lastWorktree(r.Context(), sess.ID); err != nil {
 		return err
 	}
 	if sess.State != checkpointd.SessionActive {

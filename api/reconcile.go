@@ -55,3 +55,25 @@ func (a *api) lastReconcile(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	return writeJSON(w, http.StatusOK, reportResponse{Report: rep.Scoped(p.InScope)})
 }
+
+// lastWorktree returns what the newest reconcile pass found in a session's
+// worktree on this host, or nil (no pass yet, or no worktree checked).
+func (a *api) lastWorktree(ctx context.Context, sessionID string) (*reconcile.Worktree, error) {
+	raw, err := a.Store.LastReconcileReport(ctx)
+	if errors.Is(err, checkpointd.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rep reconcile.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return nil, fmt.Errorf("%w: stored reconcile report unreadable: %w", checkpointd.ErrStoreUnavailable, err)
+	}
+	for i := range rep.Worktrees {
+		if rep.Worktrees[i].SessionID == sessionID {
+			return &rep.Worktrees[i], nil
+		}
+	}
+	return nil, nil
+}
