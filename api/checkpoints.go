@@ -69,11 +69,7 @@ func (a *api) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
-	limit, err := pageLimit(r)
-	if err != nil {
-		return err
-	}
-	c, err := decodeCursor(r)
+	limit, c, err := page(r)
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,16 @@ func pageLimit(r *http.Request) (int, error) {
 	return min(n, maxLimit), nil
 }
 
+// page reads a list request's limit and cursor.
+func page(r *http.Request) (int, cursor, error) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		return 0, cursor{}, err
+	}
+	c, err := decodeCursor(r)
+	return limit, c, err
+}
+
 type cursor struct {
 	ID  string `json:"i,omitempty"`
 	Seq int64  `json:"s,omitempty"`

@@ -109,11 +109,7 @@ type drainStatusResponse struct {
 // blocking sessions, and a page of the blocking ones with their reasons. A
 // scoped token sees every count but only its repos' sessions.
 func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
-	limit, err := pageLimit(r)
-	if err != nil {
-		return err
-	}
-	c, err := decodeCursor(r)
+	limit, c, err := page(r)
 	if err != nil {
 		return err
 	}

@@ -103,11 +103,7 @@ func (a *api) releaseLease(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) listLeases(w http.ResponseWriter, r *http.Request) error {
-	limit, err := pageLimit(r)
-	if err != nil {
-		return err
-	}
-	c, err := decodeCursor(r)
+	limit, c, err := page(r)
 	if err != nil {
 		return err
 	}

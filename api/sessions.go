@@ -174,11 +174,7 @@ func (a *api) getSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
-	limit, err := pageLimit(r)
-	if err != nil {
-		return err
-	}
-	c, err := decodeCursor(r)
+	limit, c, err := page(r)
 	if err != nil {
 		return err
 	}
@@ -266,11 +262,7 @@ func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) listEvents(w http.ResponseWriter, r *http.Request) error {
-	limit, err := pageLimit(r)
-	if err != nil {
-		return err
-	}
-	c, err := decodeCursor(r)
+	limit, c, err := page(r)
 	if err != nil {
 		return err
 	}
