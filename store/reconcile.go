@@ -340,6 +340,9 @@ func (s *Store) releaseMismatch(ctx context.Context, id, source string) (bool, e
 		released = true
 		return s.endLease(ctx, tx, l, checkpointd.LeaseReleased, "run_mismatch", now)
 	})
+	if errors.Is(err, errLeaseUnchanged) {
+		return false, nil // renewed or ended meanwhile: nothing to release
+	}
 	return released, err
 }
 
