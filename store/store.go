@@ -61,6 +61,24 @@ type Store struct {
 	keys     *checkpointd.Keyring
 }
 
+// withBinaryParameters asks lib/pq to send parameters in one round trip
+// (Parse+Bind+Execute together) instead of two, unless the operator chose
+// otherwise in the URL: most statements here carry parameters, and on the
+// write path the round trips are what the database waits on.
+func withBinaryParameters(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw // lib/pq reports the malformed URL itself
+	}
+	q := u.Query()
+	if q.Has("binary_parameters") {
+		return raw
+	}
+	q.Set("binary_parameters", "yes")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // IsPostgres reports whether url names a PostgreSQL database.
 func IsPostgres(url string) bool {
 	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
@@ -78,7 +96,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if IsPostgres(cfg.URL) {
-		db, err := sqlx.Open("postgres", cfg.URL)
+		db, err := sqlx.Open("postgres", withBinaryParameters(cfg.URL))
 		if err != nil {
 			return nil, fmt.Errorf("store: open postgres: %w", err)
 		}
