@@ -312,8 +312,8 @@ func checkpointDoc(s session, note string) map[string]any {
 	}
 }
 
-// readSecret reads a 0600 single-line secret file and returns its content.
-func readSecret(t *testing.T, path string) string {
+// readOwnerOnly reads a file that must be readable by its owner only.
+func readOwnerOnly(t *testing.T, path string) []byte {
 	t.Helper()
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -326,6 +326,13 @@ func readSecret(t *testing.T, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// readSecret reads a 0600 single-line secret file and returns its content.
+func readSecret(t *testing.T, path string) string {
+	t.Helper()
+	b := readOwnerOnly(t, path)
 	s := strings.TrimSuffix(string(b), "\n")
 	if s == "" || strings.ContainsAny(s, "\r\n \t") {
 		t.Fatalf("%s holds %q, want one non-empty line", path, b)

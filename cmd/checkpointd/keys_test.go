@@ -26,17 +26,7 @@ func randomKey(t *testing.T) string {
 // well-formed key material, and returns its content.
 func readKeyFile(t *testing.T, path string) string {
 	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatalf("stat %s: %v", path, err)
-	}
-	if perm := fi.Mode().Perm(); perm != 0o600 {
-		t.Errorf("%s has mode %v, want 0600", path, perm)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readOwnerOnly(t, path)
 	if _, err := checkpointd.ParseKeyring(string(b)); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
