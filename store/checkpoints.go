@@ -85,7 +85,11 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 	}
 	head := strings.ToLower(ws.Head)
 	cp := &checkpointd.Checkpoint{Document: *doc, SessionID: w.SessionID, CreatedAt: now, Digest: w.Digest, Redactions: w.Redactions}
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	hot, err := s.checkpointStatements(ctx)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var seq, eseq int64
 		var repo, role, validity string
 		var leasesOK bool
@@ -95,7 +99,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			complete, ready bool
 			missing         string
 		}
-		err := tx.QueryRowxContext(ctx, tx.Rebind(advanceSession), micros(now), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
+		err := tx.StmtxContext(ctx, hot.advance).QueryRowxContext(ctx, micros(now), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
 			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK,
 			&boundBranch, &boundPR, &was.complete, &was.missing, &was.ready)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -139,7 +143,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			parent := seq - 1
 			cp.ParentSeq = &parent
 		}
-		live, err := liveRef(ctx, tx, repo, boundBranch, boundPR)
+		live, err := liveRef(ctx, tx, tx.StmtxContext(ctx, hot.liveRefs), repo, boundBranch, boundPR)
 		if err != nil {
 			return err
 		}
@@ -155,13 +159,17 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		if validity != string(checkpointd.ValidityInvalidated) {
 			cp.Validity = judged
 		}
-		if _, err := tx.ExecContext(ctx, tx.Rebind(insertCheckpoint), w.SessionID, seq, cp.ParentSeq, doc.RunID,
+		if _, err := tx.StmtxContext(ctx, hot.insertCheckpoint).ExecContext(ctx, w.SessionID, seq, cp.ParentSeq, doc.RunID,
 			doc.FencingToken, micros(now), doc.Stage, ws.Branch, head, w.Digest, w.Redactions, cp.Complete,
 			string(missingJSON), string(clearJSON), s.keys.Seal(private, checkpointAAD(w.SessionID, seq))); err != nil {
 			return err
 		}
-		if err := insertEvent(ctx, tx, w.SessionID, eseq, now, checkpointd.EventCheckpointWritten, doc.RunID,
-			map[string]any{"seq": seq, "stage": doc.Stage, "complete": cp.Complete, "missing": cp.Missing, "digest": w.Digest}); err != nil {
+		evData, err := json.Marshal(map[string]any{"seq": seq, "stage": doc.Stage, "complete": cp.Complete, "missing": cp.Missing, "digest": w.Digest})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.StmtxContext(ctx, hot.insertEvent).ExecContext(ctx, w.SessionID, eseq, micros(now),
+			checkpointd.EventCheckpointWritten, doc.RunID, string(evData)); err != nil {
 			return err
 		}
 		if err := setValidity(ctx, tx, w.SessionID, now, checkpointd.Validity(validity), judged, reason,
@@ -174,6 +182,26 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		return nil, err
 	}
 	return cp, nil
+}
+
+// checkpointStatements are the statements every checkpoint write runs.
+type checkpointStatements struct {
+	advance, liveRefs, insertCheckpoint, insertEvent *sqlx.Stmt
+}
+
+func (s *Store) checkpointStatements(ctx context.Context) (*checkpointStatements, error) {
+	var h checkpointStatements
+	for _, p := range []struct {
+		dst   **sqlx.Stmt
+		query string
+	}{{&h.advance, advanceSession}, {&h.liveRefs, selectLiveRefs}, {&h.insertCheckpoint, insertCheckpoint}, {&h.insertEvent, insertEventSQL}} {
+		st, err := s.prepared(ctx, s.wdb, p.query)
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = st
+	}
+	return &h, nil
 }
 
 // nullIfZero turns "not said" into NULL so COALESCE keeps the old value.

@@ -56,7 +56,7 @@ type idemRow struct {
 func (s *Store) ClaimIdempotency(ctx context.Context, scope, key, digest string) (claim string, replay *Replay, err error) {
 	now := s.now()
 	claim = newClaim()
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, tx.Rebind(claimInsert), scope, key, digest, claim, micros(now), micros(now))
 		if err != nil {
 			return err
@@ -129,7 +129,7 @@ func (s *Store) complete(ctx context.Context, tx *sqlx.Tx, idem *Idempotency, re
 // ReleaseIdempotency drops an uncompleted claim after its request failed, so
 // a retry with the same key runs again instead of waiting out the TTL.
 func (s *Store) ReleaseIdempotency(ctx context.Context, scope, key, claim string) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		_, err := tx.ExecContext(ctx, tx.Rebind(`DELETE FROM idempotency WHERE scope = ? AND idem_key = ? AND claim = ? AND status = 0`), scope, key, claim)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil

@@ -10,35 +10,52 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
+// selectLiveRefs reads both refs a session may be bound to in one query.
+const selectLiveRefs = `SELECT ref, head, state, observed_at, source FROM live_refs WHERE repo_key = ? AND ref IN (?, ?)`
+
 // liveRef returns the live state of the ref a session is bound to: its
 // branch when it has one (a PR's head is its branch's head), else its PR;
-// nil when nothing was observed.
-func liveRef(ctx context.Context, q sqlx.QueryerContext, repo, branch string, pr int64) (*checkpointd.LiveRef, error) {
-	var refs []string
+// nil when nothing was observed. stmt, when not nil, is selectLiveRefs
+// prepared for q.
+func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, branch string, pr int64) (*checkpointd.LiveRef, error) {
+	if branch == "" && pr <= 0 {
+		return nil, nil
+	}
+	// An unbound half asks for "", which names no ref.
+	branchRef, prRef := "", ""
 	if branch != "" {
-		refs = append(refs, "branch:"+branch)
+		branchRef = "branch:" + branch
 	}
 	if pr > 0 {
-		refs = append(refs, "pr:"+strconv.FormatInt(pr, 10))
+		prRef = "pr:" + strconv.FormatInt(pr, 10)
 	}
-	for _, ref := range refs {
-		var r liveRefRow
-		err := sqlx.GetContext(ctx, q, &r, rebind(q, `SELECT head, state, observed_at, source FROM live_refs WHERE repo_key = ? AND ref = ?`),
-			strings.ToLower(repo), ref)
-		if err = ignoreNoRows(err); err != nil {
-			return nil, err
+	var rows []struct {
+		Ref string `db:"ref"`
+		liveRefRow
+	}
+	var err error
+	if stmt != nil {
+		err = stmt.SelectContext(ctx, &rows, strings.ToLower(repo), branchRef, prRef)
+	} else {
+		err = sqlx.SelectContext(ctx, q, &rows, rebind(q, selectLiveRefs), strings.ToLower(repo), branchRef, prRef)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, want := range []string{branchRef, prRef} {
+		for _, r := range rows {
+			if want == "" || r.Ref != want || r.State == "" {
+				continue
+			}
+			out := &checkpointd.LiveRef{Repo: repo, Head: r.Head, State: checkpointd.LiveRefState(r.State),
+				ObservedAt: fromMicros(r.ObservedAt), Source: r.Source}
+			if want == branchRef {
+				out.Branch = branch
+			} else {
+				out.PR = pr
+			}
+			return out, nil
 		}
-		if r.State == "" {
-			continue
-		}
-		out := &checkpointd.LiveRef{Repo: repo, Head: r.Head, State: checkpointd.LiveRefState(r.State),
-			ObservedAt: fromMicros(r.ObservedAt), Source: r.Source}
-		if name, ok := strings.CutPrefix(ref, "branch:"); ok {
-			out.Branch = name
-		} else {
-			out.PR = pr
-		}
-		return out, nil
 	}
 	return nil, nil
 }
@@ -46,7 +63,7 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, repo, branch string, pr
 // LiveRef returns what was last observed of the ref a session is bound to,
 // or nil. Errors: ErrStoreUnavailable.
 func (s *Store) LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error) {
-	r, err := liveRef(ctx, s.rdb, sess.Repo, sess.Branch, sess.PR)
+	r, err := liveRef(ctx, s.rdb, nil, sess.Repo, sess.Branch, sess.PR)
 	return r, s.classify(err)
 }
 

@@ -59,6 +59,9 @@ type Store struct {
 	clock    checkpointd.Clock
 	log      *slog.Logger
 	keys     *checkpointd.Keyring
+	// group batches SQLite write transactions (write.go); nil on PostgreSQL.
+	group *groupCommitter
+	stmts statements
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -129,6 +132,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		r.SetMaxOpenConns(8)
 		r.SetMaxIdleConns(8)
 		s.dialect, s.rdb, s.wdb = migrations.SQLite, r, w
+		s.group = newGroupCommitter(s)
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
@@ -177,9 +181,12 @@ func (s *Store) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the database connections.
+// Close closes the database connections, after the queued writes are done.
 func (s *Store) Close() error {
-	err := s.rdb.Close()
+	if s.group != nil {
+		s.group.close()
+	}
+	err := errors.Join(s.closeStatements(), s.rdb.Close())
 	if s.wdb != s.rdb {
 		err = errors.Join(err, s.wdb.Close())
 	}

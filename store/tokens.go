@@ -72,7 +72,10 @@ func (r tokenRow) token() checkpointd.Token {
 // secret. Errors: ErrUnauthorized, ErrStoreUnavailable.
 func (s *Store) Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error) {
 	var r tokenRow
-	err := s.rdb.GetContext(ctx, &r, s.rdb.Rebind(`SELECT id, name, role, scopes, created_at, revoked_at FROM api_tokens WHERE hash = ? AND revoked_at IS NULL`), secretHash)
+	st, err := s.prepared(ctx, s.rdb, `SELECT id, name, role, scopes, created_at, revoked_at FROM api_tokens WHERE hash = ? AND revoked_at IS NULL`)
+	if err == nil {
+		err = st.GetContext(ctx, &r, secretHash)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, checkpointd.ErrUnauthorized
 	}

@@ -1,0 +1,217 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// writeFunc is the body of a write transaction. It must use the ctx it is
+// given for its statements, not a request's: on SQLite several requests
+// share one transaction (group commit), and an interrupted statement would
+// roll back the others' work.
+type writeFunc func(ctx context.Context, tx *sqlx.Tx) error
+
+// write runs fn in a write transaction and returns once it is durable or
+// has failed. On PostgreSQL that is inTx. On SQLite, whose single writer
+// pays one fsync per commit, writes queued at the same moment share one
+// transaction: each runs inside its own SAVEPOINT, so one that fails rolls
+// back alone, and all are answered after the one commit. Nothing is
+// acknowledged before that commit.
+func (s *Store) write(ctx context.Context, fn writeFunc) error {
+	if s.group == nil {
+		return s.inTx(ctx, func(tx *sqlx.Tx) error { return fn(ctx, tx) })
+	}
+	return s.classify(s.group.submit(ctx, fn))
+}
+
+// maxGroup bounds a group commit: the first writer of a batch waits for at
+// most this many others' statements before its commit.
+const maxGroup = 64
+
+// groupCommitter is the SQLite writer goroutine of write.
+type groupCommitter struct {
+	s    *Store
+	jobs chan *groupJob
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+type groupJob struct {
+	ctx    context.Context
+	fn     writeFunc
+	result chan error
+}
+
+var errStoreClosed = errors.New("the store is closed")
+
+func newGroupCommitter(s *Store) *groupCommitter {
+	g := &groupCommitter{s: s, jobs: make(chan *groupJob), stop: make(chan struct{}), done: make(chan struct{})}
+	go g.loop()
+	return g
+}
+
+// submit hands fn to the writer and waits for its outcome. Once the writer
+// took the job, submit waits for the commit even if ctx ends meanwhile: the
+// caller must know whether its write landed (an idempotency claim is
+// released only after a write that did not).
+func (g *groupCommitter) submit(ctx context.Context, fn writeFunc) error {
+	j := &groupJob{ctx: ctx, fn: fn, result: make(chan error, 1)}
+	select {
+	case g.jobs <- j:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.stop:
+		return errStoreClosed
+	}
+	return <-j.result
+}
+
+func (g *groupCommitter) close() {
+	g.once.Do(func() { close(g.stop) })
+	<-g.done
+}
+
+func (g *groupCommitter) loop() {
+	defer close(g.done)
+	for {
+		var batch []*groupJob
+		select {
+		case j := <-g.jobs:
+			batch = append(batch, j)
+		case <-g.stop:
+			return
+		}
+		// Take whoever is already waiting; never wait for more.
+	more:
+		for len(batch) < maxGroup {
+			select {
+			case j := <-g.jobs:
+				batch = append(batch, j)
+			default:
+				break more
+			}
+		}
+		g.run(batch)
+	}
+}
+
+// run commits a batch. A busy database (another process holding the write
+// lock past busy_timeout) is retried as inTx does; every job's body runs
+// again from the start, as a retried transaction's would.
+func (g *groupCommitter) run(batch []*groupJob) {
+	var results []error
+	var err error
+	for attempt := 0; ; attempt++ {
+		results, err = g.try(batch)
+		if err == nil || !retryable(err) || attempt == 3 {
+			break
+		}
+	}
+	for i, j := range batch {
+		if err != nil {
+			j.result <- err
+		} else {
+			j.result <- results[i]
+		}
+	}
+}
+
+// try runs each job in its own savepoint of one transaction and commits.
+// It returns each job's own error, or an error for the whole batch.
+func (g *groupCommitter) try(batch []*groupJob) (results []error, err error) {
+	// The batch's statements run under the writer's context: a request
+	// that gives up is skipped before its turn, never interrupted inside
+	// the shared transaction.
+	ctx := context.Background()
+	tx, err := g.s.wdb.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	results = make([]error, len(batch))
+	for i, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			results[i] = err
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+			return nil, err
+		}
+		if results[i] = runJob(ctx, tx, j.fn); results[i] != nil {
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `RELEASE w`); err != nil {
+			return nil, err
+		}
+	}
+	return results, tx.Commit()
+}
+
+// runJob turns a panic in one job into that job's error: the writer serves
+// every other request and must not die with one.
+func runJob(ctx context.Context, tx *sqlx.Tx, fn writeFunc) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+	}()
+	return fn(ctx, tx)
+}
+
+// statements caches prepared statements of the hot paths. A statement is
+// prepared on the pool once and bound to a transaction with tx.Stmtx, which
+// reuses what each connection already prepared: no parse and plan per call
+// on PostgreSQL, no compile per call on SQLite.
+type statements struct {
+	mu sync.Mutex
+	m  map[statementKey]*sqlx.Stmt
+}
+
+type statementKey struct {
+	db    *sqlx.DB
+	query string
+}
+
+// prepared returns query prepared on db (s.wdb or s.rdb). Call it outside
+// any write transaction: on SQLite the writer has one connection, which a
+// transaction of the caller's would hold while Prepare waited for it.
+func (s *Store) prepared(ctx context.Context, db *sqlx.DB, query string) (*sqlx.Stmt, error) {
+	s.stmts.mu.Lock()
+	defer s.stmts.mu.Unlock()
+	k := statementKey{db, query}
+	if st, ok := s.stmts.m[k]; ok {
+		return st, nil
+	}
+	st, err := db.PreparexContext(ctx, db.Rebind(query))
+	if err != nil {
+		return nil, err
+	}
+	if s.stmts.m == nil {
+		s.stmts.m = map[statementKey]*sqlx.Stmt{}
+	}
+	s.stmts.m[k] = st
+	return st, nil
+}
+
+// closeStatements closes every cached statement.
+func (s *Store) closeStatements() error {
+	s.stmts.mu.Lock()
+	defer s.stmts.mu.Unlock()
+	var err error
+	for k, st := range s.stmts.m {
+		err = errors.Join(err, st.Close())
+		delete(s.stmts.m, k)
+	}
+	return err
+}
