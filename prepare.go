@@ -1,7 +1,5 @@
 package checkpointd
 
-import "fmt"
-
 // PreparedCheckpoint is a checkpoint document ready for the store:
 // validated, digested before redaction, and redacted.
 type PreparedCheckpoint struct {
@@ -15,13 +13,9 @@ type PreparedCheckpoint struct {
 // every string. Nothing unredacted leaves this function except the digest.
 // Errors: ErrInvalidJSON, ErrInvalidCheckpoint (with problems).
 func PrepareCheckpoint(raw []byte, wf Workflow, digestKey []byte) (*PreparedCheckpoint, error) {
-	tree, doc, err := DecodeDocument(raw, wf)
+	_, canonical, doc, err := decodeDocument(raw, wf)
 	if err != nil {
 		return nil, err
-	}
-	canonical, err := CanonicalJSON(tree)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidCheckpoint, err)
 	}
 	p := &PreparedCheckpoint{Doc: doc, Digest: Digest(digestKey, canonical)}
 	if p.Redactions, err = RedactDocument(doc); err != nil {

@@ -112,13 +112,20 @@ func inlineLocalRefs(v any, defs map[string]any) any {
 // role or stage that wf does not configure. Problem messages never repeat
 // the offending value, which may be a secret, except a role or stage name.
 func DecodeDocument(raw []byte, wf Workflow) (tree map[string]any, doc *Document, err error) {
+	tree, _, doc, err = decodeDocument(raw, wf)
+	return tree, doc, err
+}
+
+// decodeDocument is DecodeDocument that also returns the canonical form it
+// computed on the way, so a checkpoint write canonicalises once.
+func decodeDocument(raw []byte, wf Workflow) (tree map[string]any, canonical []byte, doc *Document, err error) {
 	v, err := decodeJSONValue(raw)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	tree, ok := v.(map[string]any)
 	if !ok {
-		return nil, nil, checkpointProblems([]Problem{{Path: "", Message: "must be a JSON object"}})
+		return nil, nil, nil, checkpointProblems([]Problem{{Path: "", Message: "must be a JSON object"}})
 	}
 	// Out-of-range numbers are screened first because the validator does
 	// exact (big.Rat) arithmetic, which a literal like 1e999999 makes slow.
@@ -128,7 +135,7 @@ func DecodeDocument(raw []byte, wf Workflow) (tree map[string]any, doc *Document
 		problems = append(problems, workflowProblems(tree, wf, problems)...)
 	}
 	if len(problems) > 0 {
-		return nil, nil, checkpointProblems(problems)
+		return nil, nil, nil, checkpointProblems(problems)
 	}
 	// Decoding the canonical form rather than the raw bytes turns integers
 	// written as 1.0 or 1e2, which the schema accepts, into int64-able
@@ -136,15 +143,15 @@ func DecodeDocument(raw []byte, wf Workflow) (tree map[string]any, doc *Document
 	// struct drifting apart.
 	canon, err := CanonicalJSON(tree)
 	if err != nil {
-		return nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document cannot be encoded canonically"}})
+		return nil, nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document cannot be encoded canonically"}})
 	}
 	dec := json.NewDecoder(bytes.NewReader(canon))
 	dec.DisallowUnknownFields()
 	doc = new(Document)
 	if err := dec.Decode(doc); err != nil {
-		return nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document does not fit schema v1: " + err.Error()}})
+		return nil, nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document does not fit schema v1: " + err.Error()}})
 	}
-	return tree, doc, nil
+	return tree, canon, doc, nil
 }
 
 // decodeJSONValue decodes exactly one JSON value, keeping numbers exact.
