@@ -62,6 +62,8 @@ type Store struct {
 	// group batches SQLite write transactions (write.go); nil on PostgreSQL.
 	group *groupCommitter
 	stmts statements
+	// exclusiveRetry and exclusiveKeepalive time RunExclusive.
+	exclusiveRetry, exclusiveKeepalive time.Duration
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -91,7 +93,8 @@ func IsPostgres(url string) bool {
 // Migrate. Errors wrap checkpointd.ErrStoreUnavailable when the database
 // cannot be reached.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	s := &Store{clock: cfg.Clock, log: cfg.Logger, keys: cfg.Keys}
+	s := &Store{clock: cfg.Clock, log: cfg.Logger, keys: cfg.Keys,
+		exclusiveRetry: exclusiveRetry, exclusiveKeepalive: exclusiveKeepalive}
 	if s.clock == nil {
 		s.clock = checkpointd.SystemClock{}
 	}

@@ -126,7 +126,13 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// Webhooks sent while the daemon was down are lost: nothing observed
 	// before this start counts until reconcile has asked the forge again.
 	// This happens before serving, so no resume answer says otherwise.
-	if n, err := s.ResetValidity(ctx, "the daemon restarted; not reconciled since"); err != nil {
+	// With several replicas, one that reconciles is serving: the daemon
+	// was not down, and its evidence stands.
+	if others, err := s.ExclusiveHeldElsewhere(ctx, workReconcile); err != nil {
+		return fmt.Errorf("cannot tell whether another replica is serving: %w", err)
+	} else if others {
+		log.Info("another replica is serving and reconciling; validity kept")
+	} else if n, err := s.ResetValidity(ctx, "the daemon restarted; not reconciled since"); err != nil {
 		return fmt.Errorf("cannot reset validity: %w", err)
 	} else if n > 0 {
 		log.Info("sessions unverified until reconciled", slog.Int("count", n))
@@ -172,13 +178,13 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		}
 		return nil
 	})
-	// Background workers stop when gctx ends; with several replicas on one
-	// PostgreSQL they are safe to run in each (every step is an atomic,
-	// conditional transaction).
-	g.Go(func() error { return leases.Run(gctx) })
+	// Background workers stop when gctx ends. With several replicas on one
+	// PostgreSQL each kind runs in one replica at a time (an advisory lock),
+	// and moves to another when that one stops.
+	g.Go(func() error { return s.RunExclusive(gctx, workLeaseExpiry, leases.Run) })
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
-	g.Go(func() error { return reconciler.Run(gctx) })
+	g.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")
@@ -192,6 +198,12 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	log.Info("stopped")
 	return err
 }
+
+// The kinds of background work, each run by one replica at a time.
+const (
+	workLeaseExpiry = "lease-expiry"
+	workReconcile   = "reconcile"
+)
 
 func workflowFrom(c *cli.Command) (checkpointd.Workflow, error) {
 	roles, err := checkpointd.ParseNameList(c.String("roles"))
