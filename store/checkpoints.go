@@ -248,6 +248,9 @@ func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) 
 	var row checkpointRow
 	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(q), args...)
 	if errors.Is(err, sql.ErrNoRows) {
+		if err := s.sessionExists(ctx, sessionID); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("no such checkpoint: %w", checkpointd.ErrNotFound)
 	}
 	if err != nil {
