@@ -41,6 +41,7 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "how long in-flight requests may take to finish on shutdown"},
 	}
 	flags = append(flags, reconcileServeFlags(from)...)
+	flags = append(flags, retentionServeFlags(from)...)
 	flags = append(append(flags, dataFlags...), logFlags...)
 	return &cli.Command{
 		Name:  "serve",
@@ -109,6 +110,10 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err != nil {
 		return err
 	}
+	retention, retentionEvery, err := retentionFrom(c)
+	if err != nil {
+		return err
+	}
 	// A completed drain prepared this restart: lift it. A running drain
 	// is kept: it gates new sessions and runs across restarts.
 	if d, err := s.LiftCompletedDrain(ctx); err != nil {
@@ -172,6 +177,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
 	g.Go(func() error { return reconciler.Run(gctx) })
+	if retentionEvery > 0 {
+		g.Go(func() error { return s.RunRetention(gctx, retention, retentionEvery) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")
