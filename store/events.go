@@ -40,7 +40,8 @@ SELECT session_id, seq, at, kind, run_id, data, checkpoint_seq FROM events
 WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`
 
 // ListEvents returns a session's events with seq > after, oldest first.
-// Errors: checkpointd.ErrNotFound (no such session), ErrStoreUnavailable.
+// Errors: checkpointd.ErrNotFound (no such session), ErrGone (cleared or
+// pruned), ErrStoreUnavailable.
 func (s *Store) ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]checkpointd.Event, error) {
 	if err := s.sessionExists(ctx, sessionID); err != nil {
 		return nil, err

@@ -160,7 +160,8 @@ func (r *sessionRow) session() *checkpointd.Session {
 }
 
 // GetSession returns a session with its current run and latest checkpoint
-// summary. Errors: checkpointd.ErrNotFound, checkpointd.ErrStoreUnavailable.
+// summary. Errors: checkpointd.ErrNotFound, *checkpointd.GoneError
+// (ErrGone: cleared or pruned), checkpointd.ErrStoreUnavailable.
 func (s *Store) GetSession(ctx context.Context, id string) (*checkpointd.Session, error) {
 	var row sessionRow
 	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(selectSession+` WHERE s.id = ?`), id)
