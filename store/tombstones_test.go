@@ -212,3 +212,57 @@ func rawDB(t *testing.T, b storetest.Backend, url string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestClearSessionRacesWriters: writers of the session keep going while it
+// is cleared. Each write either commits before the clear (and is removed
+// with it) or answers ErrGone; nothing of the session is left behind.
+func TestClearSessionRacesWriters(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		url := storetest.URL(t, b)
+		s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+		victim := drainSession(t, s, "acme/widgets", "author", "fix-v")
+		l := acquireBranch(t, s, victim, "fix-v")
+
+		errs := make(chan error, 64)
+		start := make(chan struct{})
+		for w := range 4 {
+			go func() {
+				<-start
+				for i := 0; ; i++ {
+					var err error
+					if w == 0 && i%2 == 1 {
+						_, err = s.RenewLease(ctx, l.ID, victim.CurrentRun.ID, time.Minute)
+					} else {
+						_, err = write(ctx, s, victim.ID, drainDoc(victim, headA))
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		time.Sleep(20 * time.Millisecond)
+		if _, err := s.ClearSession(ctx, victim.ID, "op", "race"); err != nil {
+			t.Fatalf("ClearSession: %v", err)
+		}
+		for range 4 {
+			err := <-errs
+			if !errors.Is(err, checkpointd.ErrGone) && !errors.Is(err, checkpointd.ErrNotFound) {
+				t.Errorf("a writer racing the clear: %v, want ErrGone (or ErrNotFound for its lease)", err)
+			}
+		}
+		raw := rawDB(t, b, url)
+		for _, table := range []string{"checkpoints", "events", "runs", "leases"} {
+			var n int
+			if err := raw.QueryRow(`SELECT COUNT(*) FROM `+table+` WHERE session_id = $1`, victim.ID).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Errorf("%d rows of %s left after the clear", n, table)
+			}
+		}
+	})
+}
