@@ -135,14 +135,31 @@ func (s *Store) ApplyRetention(ctx context.Context, p Retention) (RetentionCount
 	return c, nil
 }
 
-// RunRetention applies p every interval until ctx ends, starting with a
-// pass at once. Errors are logged and the next tick tries again: a store
-// outage must not stop the worker. It returns nil when ctx ends.
+// RetentionFirstPassDelay bounds how long after start RunRetention waits
+// before its first pass: long enough to stay out of the reconnect burst of
+// agents resuming after a restart, short enough that a daemon restarted
+// more often than its interval still prunes.
+const RetentionFirstPassDelay = 5 * time.Minute
+
+// RunRetention applies p every interval until ctx ends; the first pass
+// runs after the interval or RetentionFirstPassDelay, whichever is
+// shorter. Errors are logged and the next tick tries again: a store outage
+// must not stop the worker. It returns nil when ctx ends.
 func (s *Store) RunRetention(ctx context.Context, p Retention, interval time.Duration) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	for {
+	if interval <= 0 {
+		return fmt.Errorf("%w: the retention interval must be positive", checkpointd.ErrInvalidRequest)
+	}
+	for wait := min(interval, RetentionFirstPassDelay); ; wait = interval {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
 		start := time.Now()
 		c, err := s.ApplyRetention(ctx, p)
 		if ctx.Err() != nil {
@@ -155,13 +172,6 @@ func (s *Store) RunRetention(ctx context.Context, p Retention, interval time.Dur
 			s.log.Info("retention pass", slog.Int64("sessions", c.Sessions), slog.Int64("checkpoints", c.Checkpoints),
 				slog.Int64("events", c.Events), slog.Int64("deliveries", c.Deliveries), slog.Int64("batches", c.Batches),
 				slog.Duration("took", time.Since(start)))
-		}
-		t := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 func retentionServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "retention-interval", Value: time.Hour, Sources: from("CHECKPOINTD_RETENTION_INTERVAL"),
-			Usage: "time between retention passes (the first runs at start, in the background); 0 turns retention off"},
+			Usage: "time between retention passes (the first runs one interval, at most 5m, after start); 0 turns retention off"},
 		&cli.IntFlag{Name: "retain-checkpoints", Value: store.DefaultKeepCheckpoints, Sources: from("CHECKPOINTD_RETAIN_CHECKPOINTS"),
 			Usage: "latest checkpoints kept per session (older ones stay while a validity change or drain decision refers to them); 0 keeps all"},
 		&cli.DurationFlag{Name: "retain-ended-sessions", Value: store.DefaultEndedSessionAge, Sources: from("CHECKPOINTD_RETAIN_ENDED_SESSIONS"),
