@@ -144,4 +144,7 @@ type Event struct {
 	At        time.Time       `json:"at"`
 	RunID     string          `json:"run_id,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
+	// CheckpointSeq is the checkpoint a validity change or a drain decision
+	// refers to: retention keeps it while the event is kept.
+	CheckpointSeq *int64 `json:"checkpoint_seq,omitempty"`
 }

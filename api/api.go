@@ -34,6 +34,7 @@ type Store interface {
 	GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error)
 	ListCheckpoints(ctx context.Context, sessionID string, before int64, limit int) ([]checkpointd.CheckpointSummary, error)
 	ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]checkpointd.Event, error)
+	ClearSession(ctx context.Context, sessionID, by, reason string) (*checkpointd.Tombstone, error)
 	ClaimIdempotency(ctx context.Context, scope, key, digest string) (string, *store.Replay, error)
 	ReleaseIdempotency(ctx context.Context, scope, key, claim string) error
 	GetLease(ctx context.Context, id string) (*checkpointd.Lease, error)
@@ -116,6 +117,7 @@ func New(d Deps) http.Handler {
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/sessions", a.handle(a.listSessions))
 		r.Route("/v1/sessions/{id}", func(r chi.Router) {
 			r.With(a.require(checkpointd.RoleReader)).Get("/", a.handle(a.getSession))
+			r.With(a.require(checkpointd.RoleOperator)).Delete("/", a.handle(a.clearSession))
 			r.With(a.require(checkpointd.RoleAgent)).Post("/runs", a.handle(a.startRun))
 			r.With(a.require(checkpointd.RoleAgent)).Post("/checkpoints", a.handle(a.writeCheckpoint))
 			r.With(a.require(checkpointd.RoleReader)).Get("/checkpoints", a.handle(a.listCheckpoints))

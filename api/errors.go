@@ -112,6 +112,10 @@ func problemFor(err error) Problem {
 	if errors.As(err, &pe) {
 		p.Extra = pe.Extra
 	}
+	var ge *checkpointd.GoneError
+	if p.Extra == nil && errors.As(err, &ge) {
+		p.Extra = goneExtra(ge)
+	}
 	p.Type = "https://checkpointd.dev/problems/" + p.Code
 	p.Title = http.StatusText(p.Status)
 	return p
@@ -125,7 +129,7 @@ func (a *api) handle(h handlerFunc) http.HandlerFunc {
 		if err == nil {
 			return
 		}
-		a.writeProblem(w, r, err)
+		a.writeProblem(w, r, goneInScope(r, err))
 	}
 }
 

@@ -42,6 +42,8 @@ var accessRoutes = []accessRoute{
 	// Listing is never forbidden: it is filtered by scope (TestListsFilteredByScope).
 	{"GET", "/v1/sessions", "/v1/sessions", checkpointd.RoleReader, false, 200, nil},
 	{"GET", "/v1/sessions/{id}/", "/v1/sessions/{id}", checkpointd.RoleReader, true, 200, nil},
+	// Force-clear: operators only (their scope does not restrict them).
+	{"DELETE", "/v1/sessions/{id}/", "/v1/sessions/{id}", checkpointd.RoleOperator, false, 204, nil},
 	{"POST", "/v1/sessions/{id}/runs", "/v1/sessions/{id}/runs", checkpointd.RoleAgent, true, 201,
 		func(accessFixture) any { return map[string]any{"takeover": true, "reason": "matrix"} }},
 	{"POST", "/v1/sessions/{id}/checkpoints", "/v1/sessions/{id}/checkpoints", checkpointd.RoleAgent, true, 201,

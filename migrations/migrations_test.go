@@ -167,4 +167,19 @@ func checkSeed(t *testing.T, url string) {
 	if fps, err := s.Settings(ctx, store.SettingKeyFingerprintPrefix); err != nil || fps["key_fingerprint:k1"] != "sha256:0011223344556677" {
 		t.Fatalf("key fingerprints: %v %v", fps, err)
 	}
+	// Seeds from version 6 on: validity changes and drain decisions refer
+	// to the checkpoint that was the latest when they were written.
+	if evs, err := s.ListEvents(ctx, "ses_seed6", 0, 10); err == nil {
+		var got []int64
+		for _, e := range evs {
+			ref := int64(-1)
+			if e.CheckpointSeq != nil {
+				ref = *e.CheckpointSeq
+			}
+			got = append(got, ref)
+		}
+		if diff := cmp.Diff([]int64{-1, -1, 1, 1, -1, 2}, got); diff != "" {
+			t.Errorf("events' checkpoint refs after migrating (-want +got):\n%s", diff)
+		}
+	}
 }

@@ -267,7 +267,8 @@ FROM checkpoints c JOIN sessions s ON s.id = c.session_id
 WHERE c.session_id = ? AND c.seq = `
 
 // GetCheckpoint returns one checkpoint of a session; seq 0 means the latest.
-// Errors: ErrNotFound, ErrStoreUnavailable.
+// Errors: ErrNotFound (no such session, or a seq never written or pruned),
+// ErrGone (the session was cleared or pruned), ErrStoreUnavailable.
 func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error) {
 	q, args := selectCheckpoint+"?", []any{sessionID, seq}
 	if seq == 0 {
@@ -276,6 +277,9 @@ func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) 
 	var row checkpointRow
 	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(q), args...)
 	if errors.Is(err, sql.ErrNoRows) {
+		if err := s.sessionExists(ctx, sessionID); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("no such checkpoint: %w", checkpointd.ErrNotFound)
 	}
 	if err != nil {

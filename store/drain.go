@@ -222,6 +222,7 @@ type blockerRow struct {
 	WriteFailedAt   sql.NullInt64 `db:"write_failed_at"`
 	WriteFailedCode string        `db:"write_failed_code"`
 	EventSeq        int64         `db:"event_seq"`
+	CheckpointSeq   int64         `db:"checkpoint_seq"`
 }
 
 const blockerColumns = `id, repo, role, validity, validity_reason, drain_ready, checkpoint_at, latest_complete,
@@ -496,14 +497,14 @@ AND id > ? ORDER BY id LIMIT ?`), micros(start), after, decisionChunk); err != n
 		var rows []blockerRow
 		if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1, drain_noted_at = ?
 WHERE id IN (?) AND `+blockingWhere+unnoted+`
-RETURNING `+blockerColumns+`, event_seq`, micros(now), ids, micros(start)); err != nil {
+RETURNING `+blockerColumns+`, event_seq, checkpoint_seq`, micros(now), ids, micros(start)); err != nil {
 			return err
 		}
 		evs := make([]eventInsert, len(rows))
 		for i := range rows {
 			b := rows[i].blocker(start)
 			evs[i] = eventInsert{sessionID: b.SessionID, seq: rows[i].EventSeq, kind: checkpointd.EventDrainBlocked,
-				data: blockedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeBlocked, Reasons: b.Reasons, Missing: b.Missing}}
+				checkpointSeq: rows[i].CheckpointSeq, data: blockedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeBlocked, Reasons: b.Reasons, Missing: b.Missing}}
 		}
 		if err := insertEvents(ctx, tx, now, evs); err != nil {
 			return err
@@ -565,7 +566,7 @@ RETURNING id, event_seq, drain_ready, validity, checkpoint_seq`, ids); err != ni
 				return 0, errDrainRaced
 			}
 			evs[i] = eventInsert{sessionID: r.ID, seq: r.EventSeq, kind: checkpointd.EventDrainCompleted,
-				data: completedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeCompleted, CheckpointSeq: r.CheckpointSeq}}
+				checkpointSeq: r.CheckpointSeq, data: completedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeCompleted, CheckpointSeq: r.CheckpointSeq}}
 		}
 		if err := insertEvents(ctx, tx, now, evs); err != nil {
 			return 0, err
@@ -592,6 +593,8 @@ type eventInsert struct {
 	kind      string
 	runID     string
 	data      any
+	// checkpointSeq is the checkpoint the event refers to (0: none).
+	checkpointSeq int64
 }
 
 // insertEvents appends events with multi-row inserts: a drain decision may
@@ -602,16 +605,16 @@ func insertEvents(ctx context.Context, tx *sqlx.Tx, at time.Time, evs []eventIns
 		part := evs[:min(chunk, len(evs))]
 		evs = evs[len(part):]
 		values := make([]string, len(part))
-		args := make([]any, 0, len(part)*6)
+		args := make([]any, 0, len(part)*7)
 		for i, e := range part {
 			data, err := jsonMarshal(e.data)
 			if err != nil {
 				return err
 			}
-			values[i] = "(?, ?, ?, ?, ?, ?)"
-			args = append(args, e.sessionID, e.seq, micros(at), e.kind, e.runID, data)
+			values[i] = "(?, ?, ?, ?, ?, ?, ?)"
+			args = append(args, e.sessionID, e.seq, micros(at), e.kind, e.runID, data, nullIfZero(e.checkpointSeq))
 		}
-		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data) VALUES `+
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data, checkpoint_seq) VALUES `+
 			strings.Join(values, ", ")), args...); err != nil {
 			return err
 		}

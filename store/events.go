@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"time"
 
@@ -25,20 +26,22 @@ func insertEvent(ctx context.Context, tx *sqlx.Tx, sessionID string, seq int64, 
 }
 
 type eventRow struct {
-	SessionID string `db:"session_id"`
-	Seq       int64  `db:"seq"`
-	At        int64  `db:"at"`
-	Kind      string `db:"kind"`
-	RunID     string `db:"run_id"`
-	Data      string `db:"data"`
+	SessionID     string        `db:"session_id"`
+	Seq           int64         `db:"seq"`
+	At            int64         `db:"at"`
+	Kind          string        `db:"kind"`
+	RunID         string        `db:"run_id"`
+	Data          string        `db:"data"`
+	CheckpointSeq sql.NullInt64 `db:"checkpoint_seq"`
 }
 
 const selectEvents = `
-SELECT session_id, seq, at, kind, run_id, data FROM events
+SELECT session_id, seq, at, kind, run_id, data, checkpoint_seq FROM events
 WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`
 
 // ListEvents returns a session's events with seq > after, oldest first.
-// Errors: checkpointd.ErrNotFound (no such session), ErrStoreUnavailable.
+// Errors: checkpointd.ErrNotFound (no such session), ErrGone (cleared or
+// pruned), ErrStoreUnavailable.
 func (s *Store) ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]checkpointd.Event, error) {
 	if err := s.sessionExists(ctx, sessionID); err != nil {
 		return nil, err
@@ -51,19 +54,23 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, after int64, l
 	for i, r := range rows {
 		out[i] = checkpointd.Event{SessionID: r.SessionID, Seq: r.Seq, At: fromMicros(r.At), Kind: r.Kind,
 			RunID: r.RunID, Data: json.RawMessage(r.Data)}
+		if r.CheckpointSeq.Valid {
+			out[i].CheckpointSeq = &r.CheckpointSeq.Int64
+		}
 	}
 	return out, nil
 }
 
-// sessionExists answers ErrNotFound for an unknown session, so that an empty
-// list is never mistaken for a missing session.
+// sessionExists answers ErrNotFound for an unknown session (ErrGone for a
+// cleared or pruned one), so that an empty list is never mistaken for a
+// missing session.
 func (s *Store) sessionExists(ctx context.Context, id string) error {
 	var n int
 	if err := s.rdb.GetContext(ctx, &n, s.rdb.Rebind(`SELECT COUNT(*) FROM sessions WHERE id = ?`), id); err != nil {
 		return s.classify(err)
 	}
 	if n == 0 {
-		return checkpointd.ErrNotFound
+		return s.classify(notFoundOrGone(ctx, s.rdb, id))
 	}
 	return nil
 }
@@ -77,4 +84,22 @@ func appendEvent(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Tim
 		return err
 	}
 	return insertEvent(ctx, tx, sessionID, seq, at, kind, runID, data)
+}
+
+// appendCheckpointEvent is appendEvent for an event that refers to the
+// session's latest checkpoint (a validity change): the event records its
+// seq, and retention keeps that checkpoint while the event is kept.
+func appendCheckpointEvent(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Time, kind string, data any) error {
+	var seq, ck int64
+	if err := tx.QueryRowxContext(ctx, tx.Rebind(`UPDATE sessions SET event_seq = event_seq + 1 WHERE id = ?
+RETURNING event_seq, checkpoint_seq`), sessionID).Scan(&seq, &ck); err != nil {
+		return err
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data, checkpoint_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?)`), sessionID, seq, micros(at), kind, "", string(b), nullIfZero(ck))
+	return err
 }

@@ -249,7 +249,7 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
 		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 			l, err := s.getLease(ctx, tx, id)
 			if err != nil || l.State != checkpointd.LeaseHeld || l.ExpiresAt.After(now) {
-				return err // renewed or ended meanwhile
+				return ignoreNotFound(err) // renewed, ended or cleared with its session meanwhile
 			}
 			err = s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now)
 			if errors.Is(err, errLeaseUnchanged) {

@@ -33,7 +33,7 @@ func getSessionState(ctx context.Context, tx *sqlx.Tx, id string) (*sessionState
 	var st sessionState
 	err := tx.GetContext(ctx, &st, tx.Rebind(`SELECT state, current_run_id, run_seq, repo, role FROM sessions WHERE id = ?`), id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
+		return nil, notFoundOrGone(ctx, tx, id)
 	}
 	return &st, err
 }

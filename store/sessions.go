@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -161,12 +160,13 @@ func (r *sessionRow) session() *checkpointd.Session {
 }
 
 // GetSession returns a session with its current run and latest checkpoint
-// summary. Errors: checkpointd.ErrNotFound, checkpointd.ErrStoreUnavailable.
+// summary. Errors: checkpointd.ErrNotFound, *checkpointd.GoneError
+// (ErrGone: cleared or pruned), checkpointd.ErrStoreUnavailable.
 func (s *Store) GetSession(ctx context.Context, id string) (*checkpointd.Session, error) {
 	var row sessionRow
 	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(selectSession+` WHERE s.id = ?`), id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
+		return nil, s.classify(notFoundOrGone(ctx, s.rdb, id))
 	}
 	if err != nil {
 		return nil, s.classify(err)

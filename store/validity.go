@@ -24,7 +24,7 @@ func setValidity(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Tim
 	for k, v := range evidence {
 		data[k] = v
 	}
-	return appendEvent(ctx, tx, sessionID, at, checkpointd.EventValidity, "", data)
+	return appendCheckpointEvent(ctx, tx, sessionID, at, checkpointd.EventValidity, data)
 }
 
 // rejudgeLeases re-evaluates the lease half of a session's validity after
@@ -81,13 +81,14 @@ func setValidityMany(ctx context.Context, tx *sqlx.Tx, ids []string, at time.Tim
 		part := ids[:n]
 		ids = ids[n:]
 		q, args, err := sqlx.In(`UPDATE sessions SET validity = ?, validity_reason = ?, validity_at = ?, event_seq = event_seq + 1
-WHERE id IN (?) AND validity <> 'invalidated' RETURNING id, event_seq`, string(to), reason, micros(at), part)
+WHERE id IN (?) AND validity <> 'invalidated' RETURNING id, event_seq, checkpoint_seq`, string(to), reason, micros(at), part)
 		if err != nil {
 			return err
 		}
 		var seqs []struct {
-			ID  string `db:"id"`
-			Seq int64  `db:"event_seq"`
+			ID    string `db:"id"`
+			Seq   int64  `db:"event_seq"`
+			CkSeq int64  `db:"checkpoint_seq"`
 		}
 		if err := tx.SelectContext(ctx, &seqs, tx.Rebind(q), args...); err != nil {
 			return err
@@ -96,12 +97,12 @@ WHERE id IN (?) AND validity <> 'invalidated' RETURNING id, event_seq`, string(t
 			continue
 		}
 		values := make([]string, len(seqs))
-		eargs := make([]any, 0, len(seqs)*6)
+		eargs := make([]any, 0, len(seqs)*7)
 		for i, r := range seqs {
-			values[i] = "(?, ?, ?, ?, ?, ?)"
-			eargs = append(eargs, r.ID, r.Seq, micros(at), checkpointd.EventValidity, "", payload)
+			values[i] = "(?, ?, ?, ?, ?, ?, ?)"
+			eargs = append(eargs, r.ID, r.Seq, micros(at), checkpointd.EventValidity, "", payload, nullIfZero(r.CkSeq))
 		}
-		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data) VALUES `+strings.Join(values, ", ")), eargs...); err != nil {
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data, checkpoint_seq) VALUES `+strings.Join(values, ", ")), eargs...); err != nil {
 			return err
 		}
 	}

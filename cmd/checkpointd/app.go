@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			loadtestCommand(from, clientFlags, stdout),
 			reconcileCommand(from, clientFlags, stdout),
 			drainCommand(from, clientFlags, stdout),
+			sessionsCommand(from, clientFlags, stdout),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -42,6 +42,7 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "how long in-flight requests may take to finish on shutdown"},
 	}
 	flags = append(flags, reconcileServeFlags(from)...)
+	flags = append(flags, retentionServeFlags(from)...)
 	flags = append(append(flags, dataFlags...), logFlags...)
 	return &cli.Command{
 		Name:  "serve",
@@ -116,6 +117,10 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err != nil {
 		return err
 	}
+	retention, retentionEvery, err := retentionFrom(c)
+	if err != nil {
+		return err
+	}
 	// A completed drain prepared this restart: lift it. A running drain
 	// is kept: it gates new sessions and runs across restarts.
 	if d, err := s.LiftCompletedDrain(ctx); err != nil {
@@ -185,6 +190,13 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
 	g.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
+	if retentionEvery > 0 {
+		g.Go(func() error {
+			return s.RunExclusive(gctx, workRetention, func(ctx context.Context) error {
+				return s.RunRetention(ctx, retention, retentionEvery)
+			})
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")
@@ -203,6 +215,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 const (
 	workLeaseExpiry = "lease-expiry"
 	workReconcile   = "reconcile"
+	workRetention   = "retention"
 )
 
 func workflowFrom(c *cli.Command) (checkpointd.Workflow, error) {

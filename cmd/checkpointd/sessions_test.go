@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/checkpointd/checkpointd/store/storetest"
+)
+
+// TestSessionsCommand drives `checkpointd sessions` against a running
+// daemon with the operator token from the data directory: ls (filters,
+// table, --json), show, and drop, which refuses without --yes, clears with
+// it, and answers gone afterwards, as the API does to the old run.
+func TestSessionsCommand(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		dir := t.TempDir()
+		d := startServe(t, environ{}, storeArgs(dir, backendURL(t, b))...)
+		op := readSecret(t, tokenPath(dir))
+		a, other := newSession(t, d.URL, op), newSession(t, d.URL, op)
+		call(t, "POST", d.URL+"/v1/sessions/"+a.id+"/checkpoints", op, checkpointDoc(a, "one")).expect(t, http.StatusCreated)
+		call(t, "POST", d.URL+"/v1/sessions/"+other.id+"/end", op, map[string]any{"run_id": other.runID, "outcome": "completed"}).
+			expect(t, http.StatusOK)
+		cli := func(args ...string) (string, error) {
+			t.Helper()
+			out, _, err := runCLI(t, environ{}, append([]string{"sessions", args[0], "--url", d.URL, "--data-dir", dir}, args[1:]...)...)
+			return out, err
+		}
+
+		out, err := cli("ls")
+		if err != nil || !strings.Contains(out, "SESSION") || !strings.Contains(out, a.id) || !strings.Contains(out, other.id) ||
+			!strings.Contains(out, "ended (completed)") || !strings.Contains(out, "#12 fix-12") {
+			t.Errorf("sessions ls: %v\n%s", err, out)
+		}
+		out, err = cli("ls", "--state", "active", "--repo", "acme/widgets", "--validity", "unverified")
+		if err != nil || !strings.Contains(out, a.id) || strings.Contains(out, other.id) {
+			t.Errorf("sessions ls with filters: %v\n%s", err, out)
+		}
+		out, err = cli("ls", "--limit", "1")
+		if err != nil || !strings.Contains(out, "more: --cursor ") || strings.Count(out, "ses_") != 1 {
+			t.Errorf("sessions ls --limit 1: %v\n%s", err, out)
+		}
+		if _, err := cli("ls", "--state", "sleeping"); err == nil || !strings.Contains(err.Error(), "422") {
+			t.Errorf("sessions ls with a bad state: %v", err)
+		}
+		out, err = cli("ls", "--json")
+		var page struct{ Items []struct{ ID string } }
+		if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Items) != 2 {
+			t.Errorf("sessions ls --json: %v\n%s", err, out)
+		}
+
+		out, err = cli("show", a.id)
+		if err != nil || !strings.Contains(out, a.id) || !strings.Contains(out, "1 (complete)") ||
+			!strings.Contains(out, "unverified") || !strings.Contains(out, a.runID) {
+			t.Errorf("sessions show: %v\n%s", err, out)
+		}
+		if _, err := cli("show"); err == nil || !strings.Contains(err.Error(), "exactly one session id") {
+			t.Errorf("sessions show without an id: %v", err)
+		}
+
+		out, err = cli("drop", a.id, "--reason", "stuck")
+		if err == nil || !strings.Contains(err.Error(), "--yes") {
+			t.Errorf("drop without --yes: %v\n%s", err, out)
+		}
+		call(t, "GET", d.URL+"/v1/sessions/"+a.id, op, nil).expect(t, http.StatusOK)
+		if _, err := cli("drop", a.id, "--reason", "stuck", "--yes", "--token", "not-a-token"); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Errorf("drop with a bad token: %v", err)
+		}
+		out, err = cli("drop", a.id, "--reason", "stuck since the outage", "--yes")
+		if err != nil || !strings.Contains(out, "cleared") {
+			t.Fatalf("drop: %v\n%s", err, out)
+		}
+		r := call(t, "POST", d.URL+"/v1/sessions/"+a.id+"/checkpoints", op, checkpointDoc(a, "late")).expect(t, http.StatusGone)
+		if r.str("code") != "gone" || r.str("kind") != "cleared" || r.str("at") == "" {
+			t.Errorf("late write after the drop: %s", r.raw)
+		}
+		if _, err := cli("show", a.id); err == nil || !strings.Contains(err.Error(), "is gone: cleared") {
+			t.Errorf("show after the drop: %v", err)
+		}
+		if _, err := cli("drop", a.id, "--reason", "again", "--yes"); err == nil || !strings.Contains(err.Error(), "is gone") {
+			t.Errorf("drop twice: %v", err)
+		}
+		if _, err := cli("drop", "ses_00000000000000000000000000000000", "--reason", "x", "--yes"); err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("drop of an unknown session: %v", err)
+		}
+		newSession(t, d.URL, op)
+	})
+}
+
+// TestServeRetention: serve runs the retention worker with the configured
+// policy (here from the environment): a session keeps its latest
+// checkpoint only. Negative settings are refused at start.
+func TestServeRetention(t *testing.T) {
+	dir := t.TempDir()
+	d := startServe(t, environ{"CHECKPOINTD_RETAIN_CHECKPOINTS": "1", "CHECKPOINTD_RETENTION_INTERVAL": "100ms"}, storeArgs(dir, "")...)
+	op := readSecret(t, tokenPath(dir))
+	s := newSession(t, d.URL, op)
+	for _, note := range []string{"one", "two", "three"} {
+		call(t, "POST", d.URL+"/v1/sessions/"+s.id+"/checkpoints", op, checkpointDoc(s, note)).expect(t, http.StatusCreated)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := call(t, "GET", d.URL+"/v1/sessions/"+s.id+"/checkpoints", op, nil).expect(t, http.StatusOK)
+		items, _ := r.get("items").([]any)
+		if len(items) == 1 && items[0].(map[string]any)["seq"] == float64(3) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoints not pruned to the latest: %s", r.raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveRefused(t, environ{}, append(storeArgs(dir, ""), "--retain-checkpoints", "-1")...); err == nil ||
+		!strings.Contains(err.Error(), "--retain-checkpoints") {
+		t.Errorf("serve with a negative retention: %v", err)
+	}
+}

@@ -1,0 +1,291 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/store/storetest"
+)
+
+const day = 24 * time.Hour
+
+// keptSeqs lists the seqs of a session's checkpoints, oldest first.
+func keptSeqs(t *testing.T, s *store.Store, id string) []int64 {
+	t.Helper()
+	sums, err := s.ListCheckpoints(t.Context(), id, 0, 500)
+	if err != nil {
+		t.Fatalf("ListCheckpoints: %v", err)
+	}
+	var out []int64
+	for _, c := range sums {
+		out = append(out, c.Seq)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// referenced lists the checkpoint seqs a session's events refer to.
+func referenced(t *testing.T, s *store.Store, id string) []int64 {
+	t.Helper()
+	evs, err := s.ListEvents(t.Context(), id, 0, 500)
+	if err != nil {
+		t.Fatalf("ListEvents: %v", err)
+	}
+	var out []int64
+	for _, e := range evs {
+		if e.CheckpointSeq != nil && !slices.Contains(out, *e.CheckpointSeq) {
+			out = append(out, *e.CheckpointSeq)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestRetentionCheckpoints: the latest N checkpoints of each session are
+// kept, and so is every older one that a validity change or a drain
+// decision refers to; the rest go. A pass in batches of 2 needs several
+// transactions and ends where a pass in one batch ends. Numbering goes on
+// after pruning.
+func TestRetentionCheckpoints(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		for _, batch := range []int{500, 2} {
+			ctx := t.Context()
+			clock := checkpointd.NewManualClock(t0)
+			s := storetest.Open(t, b, clock)
+
+			// a: seqs 1-3 at head A; a push of B makes it stale (the event
+			// refers to 3); 4 at head B makes it valid (refers to 4); 5-10
+			// change nothing.
+			a := drainSession(t, s, "acme/widgets", "author", "fix-a")
+			for range 3 {
+				clock.Advance(time.Second)
+				mustWrite(t, s, a, drainDoc(a, headA))
+			}
+			push(t, s, a, headB)
+			for range 7 {
+				clock.Advance(time.Second)
+				mustWrite(t, s, a, drainDoc(a, headB))
+			}
+			// b: a blocked drain decision refers to its seq 2.
+			bs := drainSession(t, s, "acme/widgets", "author", "fix-b")
+			mustWrite(t, s, bs, drainDoc(bs, headA))
+			mustWrite(t, s, bs, drainDoc(bs, headA))
+			if _, _, err := s.StartDrain(ctx, "retention test", "op"); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := s.CompleteDrain(ctx, "op", 10); err != nil || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
+				t.Fatalf("CompleteDrain: %+v %v", d, err)
+			}
+			for range 4 {
+				mustWrite(t, s, bs, drainDoc(bs, headA))
+			}
+			if _, err := s.CancelDrain(ctx, "op"); err != nil {
+				t.Fatal(err)
+			}
+			// c: fewer checkpoints than N.
+			c := drainSession(t, s, "acme/widgets", "author", "fix-c")
+			mustWrite(t, s, c, drainDoc(c, headA))
+
+			// The drain decision blocked a too (no checkpoint since the
+			// start): it refers to a's latest, 10.
+			if diff := cmp.Diff([]int64{3, 4, 10}, referenced(t, s, a.ID)); diff != "" {
+				t.Fatalf("a's events refer to (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]int64{2}, referenced(t, s, bs.ID)); diff != "" {
+				t.Fatalf("b's events refer to (-want +got):\n%s", diff)
+			}
+
+			p := store.Retention{KeepCheckpoints: 3, Batch: batch}
+			got, err := s.ApplyRetention(ctx, p)
+			if err != nil {
+				t.Fatalf("ApplyRetention: %v", err)
+			}
+			if got.Checkpoints != 5+2 || got.Sessions+got.Events+got.Deliveries != 0 {
+				t.Errorf("batch %d: pass removed %+v, want 7 checkpoints", batch, got)
+			}
+			if batch == 2 && got.Batches < 4 {
+				t.Errorf("batch 2: %d transactions, want at least 4 for 7 rows", got.Batches)
+			}
+			for _, w := range []struct {
+				id   string
+				want []int64
+			}{{a.ID, []int64{3, 4, 8, 9, 10}}, {bs.ID, []int64{2, 4, 5, 6}}, {c.ID, []int64{1}}} {
+				if diff := cmp.Diff(w.want, keptSeqs(t, s, w.id)); diff != "" {
+					t.Errorf("batch %d: kept checkpoints (-want +got):\n%s", batch, diff)
+				}
+			}
+			if _, err := s.GetCheckpoint(ctx, a.ID, 1); !errors.Is(err, checkpointd.ErrNotFound) {
+				t.Errorf("a pruned checkpoint: %v, want ErrNotFound", err)
+			}
+			// A second pass finds nothing more.
+			if again, err := s.ApplyRetention(ctx, p); err != nil || again.Total() != 0 {
+				t.Errorf("second pass: %+v %v", again, err)
+			}
+
+			// The next write gets the next seq, its parent the kept latest.
+			cp := mustWrite(t, s, a, drainDoc(a, headB))
+			if cp.Seq != 11 || cp.ParentSeq == nil || *cp.ParentSeq != 10 {
+				t.Errorf("write after pruning: seq %d parent %v, want 11 after 10", cp.Seq, cp.ParentSeq)
+			}
+			sess, err := s.GetSession(ctx, a.ID)
+			if err != nil || sess.Latest == nil || sess.Latest.Seq != 11 || sess.Validity != checkpointd.ValidityValid {
+				t.Errorf("session after pruning: %+v %v", sess, err)
+			}
+		}
+	})
+}
+
+// TestRetentionEndedSessions: a session that ended longer ago than the age
+// becomes a pruned tombstone with everything it owned; active sessions,
+// however old, and recently ended ones stay. In batches of 2 (one session
+// per transaction) the pass ends the same.
+func TestRetentionEndedSessions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+
+		active := drainSession(t, s, "acme/widgets", "author", "fix-a")
+		mustWrite(t, s, active, drainDoc(active, headA))
+		var old []*checkpointd.Session
+		for range 3 {
+			o := drainSession(t, s, "acme/widgets", "author", "fix-o")
+			mustWrite(t, s, o, drainDoc(o, headA))
+			if _, err := s.EndSession(ctx, o.ID, o.CurrentRun.ID, checkpointd.OutcomeCompleted); err != nil {
+				t.Fatal(err)
+			}
+			old = append(old, o)
+		}
+		clock.Advance(20 * day)
+		recent := drainSession(t, s, "acme/widgets", "author", "fix-r")
+		if _, err := s.EndSession(ctx, recent.ID, recent.CurrentRun.ID, checkpointd.OutcomeAbandoned); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(11 * day) // old ended 31 days ago, recent 11
+
+		got, err := s.ApplyRetention(ctx, store.Retention{EndedSessionAge: 30 * day, Batch: 2})
+		if err != nil {
+			t.Fatalf("ApplyRetention: %v", err)
+		}
+		if got.Sessions != 3 || got.Batches != 3 {
+			t.Errorf("pass removed %+v, want 3 sessions in 3 transactions", got)
+		}
+		for _, o := range old {
+			_, err := s.GetSession(ctx, o.ID)
+			var gone *checkpointd.GoneError
+			if !errors.As(err, &gone) || !errors.Is(err, checkpointd.ErrGone) || gone.Tombstone.Kind != checkpointd.TombstonePruned {
+				t.Fatalf("pruned session: %v, want a pruned GoneError", err)
+			}
+			ts, err := s.Tombstone(ctx, o.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := checkpointd.Tombstone{SessionID: o.ID, Repo: "acme/widgets", Role: "author", Kind: checkpointd.TombstonePruned,
+				At: t0.Add(31 * day), By: "retention", Reason: ts.Reason, SessionState: checkpointd.SessionEnded, SessionCreatedAt: t0,
+				Removed: checkpointd.Removed{Checkpoints: 1, Runs: 1, Events: 4}}
+			if diff := cmp.Diff(want, *ts); diff != "" {
+				t.Errorf("tombstone (-want +got):\n%s", diff)
+			}
+			for _, f := range []func() error{
+				func() error { _, err := s.ListEvents(ctx, o.ID, 0, 10); return err },
+				func() error { _, err := s.ListCheckpoints(ctx, o.ID, 0, 10); return err },
+				func() error { _, err := s.GetCheckpoint(ctx, o.ID, 1); return err },
+			} {
+				if err := f(); !errors.Is(err, checkpointd.ErrGone) {
+					t.Errorf("read of a pruned session: %v, want ErrGone", err)
+				}
+			}
+		}
+		for _, id := range []string{active.ID, recent.ID} {
+			if _, err := s.GetSession(ctx, id); err != nil {
+				t.Errorf("session %s pruned: %v", id, err)
+			}
+		}
+		// Unknown ids stay not found.
+		if _, err := s.GetSession(ctx, "ses_unknown"); !errors.Is(err, checkpointd.ErrNotFound) {
+			t.Errorf("unknown session: %v", err)
+		}
+		// Age 0 disables the rule.
+		clock.Advance(365 * day)
+		if got, err := s.ApplyRetention(ctx, store.Retention{}); err != nil || got.Total() != 0 {
+			t.Errorf("an all-zero policy removed %+v, %v", got, err)
+		}
+	})
+}
+
+// TestRetentionEventsAndDeliveries: events and deliveries older than their
+// age go; an active session's event numbering continues after its old
+// events went; a pruned delivery id is no longer a duplicate.
+func TestRetentionEventsAndDeliveries(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		sess := drainSession(t, s, "acme/widgets", "author", "fix-a")
+		mustWrite(t, s, sess, drainDoc(sess, headA)) // events 1-3
+		for i := range 3 {
+			if _, dup, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "old-" + string(rune('a'+i)), Event: "push", Forge: "gitea", Repo: "acme/widgets"}, nil); err != nil || dup {
+				t.Fatal(err, dup)
+			}
+		}
+		clock.Advance(10 * day)
+		mustWrite(t, s, sess, drainDoc(sess, headA)) // event 4
+		if _, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "new", Event: "push", Forge: "gitea"}, nil); err != nil {
+			t.Fatal(err)
+		}
+
+		got, err := s.ApplyRetention(ctx, store.Retention{EventAge: 5 * day, DeliveryAge: 5 * day, Batch: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Events != 3 || got.Deliveries != 3 || got.Batches < 4 {
+			t.Errorf("pass removed %+v, want 3 events and 3 deliveries in at least 4 transactions", got)
+		}
+		evs, err := s.ListEvents(ctx, sess.ID, 0, 50)
+		if err != nil || len(evs) != 1 || evs[0].Seq != 4 {
+			t.Fatalf("events after pruning: %+v %v, want only seq 4", evs, err)
+		}
+		mustWrite(t, s, sess, drainDoc(sess, headA))
+		evs, err = s.ListEvents(ctx, sess.ID, 0, 50)
+		if err != nil || len(evs) != 2 || evs[1].Seq != 5 {
+			t.Fatalf("events after a new write: %+v %v, want seqs 4, 5", evs, err)
+		}
+		if _, dup, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "new", Event: "push", Forge: "gitea"}, nil); err != nil || !dup {
+			t.Errorf("a kept delivery again: dup %v %v, want a duplicate", dup, err)
+		}
+		if _, dup, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "old-a", Event: "push", Forge: "gitea"}, nil); err != nil || dup {
+			t.Errorf("a pruned delivery again: dup %v %v, want it new", dup, err)
+		}
+	})
+}
+
+// TestRetentionStopsOnCancel: a cancelled pass stops between batches with
+// the context's error, and leaves nothing half done.
+func TestRetentionStopsOnCancel(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		sess := drainSession(t, s, "acme/widgets", "author", "fix-a")
+		for range 5 {
+			mustWrite(t, s, sess, drainDoc(sess, headA))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, err := s.ApplyRetention(ctx, store.Retention{KeepCheckpoints: 1, Batch: 1}); !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled pass: %v", err)
+		}
+		if diff := cmp.Diff([]int64{1, 2, 3, 4, 5}, keptSeqs(t, s, sess.ID)); diff != "" {
+			t.Errorf("checkpoints after a cancelled pass (-want +got):\n%s", diff)
+		}
+		if _, err := s.ApplyRetention(t.Context(), store.Retention{KeepCheckpoints: -1}); !errors.Is(err, checkpointd.ErrInvalidRequest) {
+			t.Errorf("negative policy: %v", err)
+		}
+	})
+}
