@@ -20,6 +20,7 @@ func setValidity(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Tim
 		string(to), reason, micros(at), sessionID); err != nil {
 		return err
 	}
+	noteValidity(ctx, to, 1)
 	data := map[string]any{"from": from, "to": to, "reason": reason}
 	for k, v := range evidence {
 		data[k] = v
@@ -95,6 +96,7 @@ WHERE id IN (?) AND validity <> 'invalidated' RETURNING id, event_seq`, string(t
 		if len(seqs) == 0 {
 			continue
 		}
+		noteValidity(ctx, to, len(seqs))
 		values := make([]string, len(seqs))
 		eargs := make([]any, 0, len(seqs)*6)
 		for i, r := range seqs {
