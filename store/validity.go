@@ -96,7 +96,9 @@ WHERE id IN (?) AND validity <> 'invalidated' RETURNING id, event_seq`, string(t
 		if len(seqs) == 0 {
 			continue
 		}
-		noteValidity(ctx, to, len(seqs))
+		if from != to { // a new reason for the same validity is no transition
+			noteValidity(ctx, to, len(seqs))
+		}
 		values := make([]string, len(seqs))
 		eargs := make([]any, 0, len(seqs)*6)
 		for i, r := range seqs {
