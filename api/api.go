@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/errlog"
 	"github.com/checkpointd/checkpointd/lease"
+	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
 )
@@ -41,6 +42,8 @@ type Store interface {
 	LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error)
 	ListLeases(ctx context.Context, f store.LeaseFilter) ([]checkpointd.Lease, error)
 	Ready(ctx context.Context) error
+	errlog.Store
+	ListErrors(ctx context.Context, f store.ErrorFilter) ([]checkpointd.ErrorRecord, error)
 }
 
 // Deps are the API's collaborators and settings.
@@ -72,6 +75,15 @@ type Deps struct {
 	// DrainHeaderTTL is how long the Checkpointd-Drain header may lag the
 	// drain state (default 1s; negative: read the store every request).
 	DrainHeaderTTL time.Duration
+	// Metrics counts requests, checkpoint writes and reads, idempotent
+	// replays and the drain; nil counts nothing.
+	Metrics *metrics.Metrics
+	// MetricsHandler, when set, serves GET /metrics on this router (serve
+	// sets it unless --metrics-listen moves the metrics elsewhere).
+	MetricsHandler http.Handler
+	// Errors records failed checkpoint writes durably; it defaults to a
+	// recorder over Store.
+	Errors *errlog.Recorder
 }
 
 type api struct {
@@ -99,8 +111,12 @@ func New(d Deps) http.Handler {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.log = slog.New(LogHandler(a.log.Handler()))
+	if a.Errors == nil {
+		a.Errors = errlog.New(d.Store, a.log, d.Metrics)
+	}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, a.recoverer, a.drainHeader)
+	r.Use(requestID, a.observe, a.recoverer, a.drainHeader)
 	r.NotFound(a.handle(func(http.ResponseWriter, *http.Request) error { return checkpointd.ErrNotFound }))
 	r.MethodNotAllowed(a.handle(func(http.ResponseWriter, *http.Request) error { return errMethodNotAllowed }))
 
@@ -109,6 +125,9 @@ func New(d Deps) http.Handler {
 	r.Get("/v1/schema/checkpoint", a.schema)
 	if d.Webhook != nil {
 		r.Handle("/webhooks/gitea", d.Webhook)
+	}
+	if d.MetricsHandler != nil {
+		r.Method(http.MethodGet, "/metrics", d.MetricsHandler)
 	}
 
 	r.Group(func(r chi.Router) {
@@ -136,6 +155,7 @@ func New(d Deps) http.Handler {
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/drain", a.handle(a.getDrain))
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/complete", a.handle(a.completeDrain))
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/cancel", a.handle(a.cancelDrain))
+		r.With(a.require(checkpointd.RoleReader)).Get("/v1/errors", a.handle(a.listErrors))
 	})
 	return r
 }

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
 )
@@ -18,6 +20,10 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 		return fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
 	var raw []byte
+	start, committed, redactions := time.Now(), false, 0
+	defer func() {
+		a.Metrics.CheckpointWrite(outcome(err), committed, time.Since(start), redactions)
+	}()
 	defer func() {
 		// A write that fails while a drain runs must block it (drain.go).
 		if err != nil {
@@ -36,10 +42,14 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 	// document's own, over its pre-redaction canonical form.
 	return a.idempotent(w, r, id, p.Digest,
 		func(idem *store.Idempotency) (any, error) {
-			return a.Store.WriteCheckpoint(r.Context(), store.CheckpointWrite{
+			cp, err := a.Store.WriteCheckpoint(r.Context(), store.CheckpointWrite{
 				SessionID: id, Doc: p.Doc, Digest: p.Digest, Redactions: p.Redactions,
 				InScope: principal(r).InScope, Idempotency: idem,
 			})
+			if err == nil {
+				committed, redactions = true, cp.Redactions
+			}
+			return cp, err
 		},
 		func(res any) any {
 			cp := res.(*checkpointd.Checkpoint)
@@ -48,7 +58,8 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 		})
 }
 
-func (a *api) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
+func (a *api) getCheckpoint(w http.ResponseWriter, r *http.Request) (err error) {
+	defer func() { a.Metrics.CheckpointRead(metrics.ReadGet, outcome(err)) }()
 	var seq int64
 	if s := chi.URLParam(r, "seq"); s != "latest" {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -68,7 +79,8 @@ func (a *api) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"checkpoint": cp})
 }
 
-func (a *api) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
+func (a *api) listCheckpoints(w http.ResponseWriter, r *http.Request) (err error) {
+	defer func() { a.Metrics.CheckpointRead(metrics.ReadList, outcome(err)) }()
 	limit, c, err := page(r)
 	if err != nil {
 		return err
@@ -108,7 +120,8 @@ type resumeResponse struct {
 // resume answers whether the latest checkpoint can be resumed from. It is
 // never a blind restore: only a valid checkpoint is resumable, and the
 // reasons say what the agent must check otherwise.
-func (a *api) resume(w http.ResponseWriter, r *http.Request) error {
+func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
+	defer func() { a.Metrics.CheckpointRead(metrics.ReadResume, outcome(err)) }()
 	sess, err := a.loadSession(r)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 )
 
@@ -85,6 +86,7 @@ func (a *api) startDrain(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.gate.set(true)
+	a.Metrics.SetDrainState(metrics.DrainDraining)
 	w.Header().Set(DrainHeader, drainingValue)
 	if !started {
 		return &ProblemError{Err: fmt.Errorf("%w: drain %s, started %s", errDrainRunning, d.ID, d.StartedAt.Format(time.RFC3339)),
@@ -123,6 +125,7 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 		resp.NextCursor = &next
 	}
 	a.gate.set(resp.Draining)
+	a.observeDrain(st.Drain, st.Counts)
 	if !resp.Draining {
 		w.Header().Del(DrainHeader)
 	}
@@ -150,11 +153,14 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	d, err := a.Store.CompleteDrain(r.Context(), principal(r).TokenID, limit)
-	if err != nil {
-		return err
+	if err == nil && d.Decision == nil {
+		err = fmt.Errorf("%w: drain %s has no decision", checkpointd.ErrStoreUnavailable, d.ID)
 	}
-	if d.Decision == nil {
-		return fmt.Errorf("%w: drain %s has no decision", checkpointd.ErrStoreUnavailable, d.ID)
+	if err != nil {
+		if !errors.Is(err, checkpointd.ErrNotFound) {
+			a.Metrics.DrainDecision("failed") // fail closed: the drain stays running
+		}
+		return err
 	}
 	a.observeDecision(r.Context(), d)
 	if d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
@@ -191,8 +197,28 @@ func (a *api) observeDecision(ctx context.Context, d *checkpointd.Drain) {
 	c := d.Decision.Counts
 	a.log.InfoContext(ctx, "drain decision", slog.String("drain", d.ID), slog.String("outcome", string(d.Decision.Outcome)),
 		slog.Int64("active", c.Active), slog.Int64("blocking", c.Blocking))
+	a.Metrics.DrainDecision(string(d.Decision.Outcome))
+	a.observeDrain(d, &c)
 	if a.OnDrainDecision != nil {
 		a.OnDrainDecision(d.Decision.Outcome)
+	}
+}
+
+// observeDrain sets the drain gauges from a drain state this replica just
+// read or decided: the drain gating new work, if any, and its counts.
+func (a *api) observeDrain(d *checkpointd.Drain, c *checkpointd.DrainCounts) {
+	state := metrics.DrainNone
+	if d != nil && d.Gating {
+		state = metrics.DrainDraining
+		if d.State == checkpointd.DrainCompleted {
+			state = metrics.DrainCompleted
+		}
+	}
+	a.Metrics.SetDrainState(state)
+	if c != nil && state != metrics.DrainNone {
+		a.Metrics.SetDrainBlocking(c.Blocking)
+	} else {
+		a.Metrics.SetDrainBlocking(0)
 	}
 }
 
@@ -203,6 +229,7 @@ func (a *api) cancelDrain(w http.ResponseWriter, r *http.Request) error {
 	d, err := a.Store.CancelDrain(r.Context(), principal(r).TokenID)
 	if err == nil || errors.Is(err, checkpointd.ErrNotFound) {
 		a.gate.set(false)
+		a.observeDrain(nil, nil)
 		w.Header().Del(DrainHeader)
 	}
 	if err != nil {
@@ -286,6 +313,8 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	default:
 		return
 	}
+	a.Errors.Record(r.Context(), checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite,
+		Code: p.Code, SessionID: sessionID, Detail: problemDetail(p)})
 	// The run the document names, read leniently: a document too broken to
 	// name one is recorded too, since it cannot be shown to be another run's.
 	var named struct {

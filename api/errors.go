@@ -121,6 +121,15 @@ func problemFor(err error) Problem {
 	return p
 }
 
+// outcome is "ok" for no error, else the problem code err answers with:
+// the outcome label of the metrics.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return problemFor(err).Code
+}
+
 // handle adapts a handlerFunc: it writes the problem for a returned error and
 // logs server-side failures once.
 func (a *api) handle(h handlerFunc) http.HandlerFunc {

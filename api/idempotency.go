@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 )
 
@@ -38,10 +39,17 @@ func (a *api) idempotent(w http.ResponseWriter, r *http.Request, scope, digest s
 		return fmt.Errorf("%w: it must be 1-%d characters", errBadIdempotencyKey, checkpointd.MaxIdempotencyKeyLength)
 	}
 	claim, replay, err := a.Store.ClaimIdempotency(r.Context(), scope, k, digest)
+	switch {
+	case errors.Is(err, checkpointd.ErrIdempotencyConflict):
+		a.Metrics.Idempotency(metrics.IdemConflict)
+	case errors.Is(err, checkpointd.ErrIdempotencyInFlight):
+		a.Metrics.Idempotency(metrics.IdemInFlight)
+	}
 	if err != nil {
 		return err
 	}
 	if replay != nil {
+		a.Metrics.Idempotency(metrics.IdemReplayed)
 		w.Header().Set("Idempotent-Replayed", "true")
 		return writeBody(w, http.StatusOK, replay.Body)
 	}

@@ -86,6 +86,9 @@ var accessRoutes = []accessRoute{
 	{"GET", "/v1/drain", "/v1/drain", checkpointd.RoleReader, false, 200, nil},
 	{"POST", "/v1/drain/complete", "/v1/drain/complete", checkpointd.RoleOperator, false, 404, nil},
 	{"POST", "/v1/drain/cancel", "/v1/drain/cancel", checkpointd.RoleOperator, false, 404, nil},
+	// Durable errors are daemon-wide: listing is never forbidden, it is
+	// filtered by scope (TestErrorsScoped).
+	{"GET", "/v1/errors", "/v1/errors", checkpointd.RoleReader, false, 200, nil},
 }
 
 // roleRank orders token roles as §5 does: each role may do what the ones

@@ -50,6 +50,7 @@ func (p *pass) askAll(ctx context.Context, refs []store.ActiveRef) []answer {
 		}
 		return out
 	}
+	f = countedForge{f, p.r.Metrics}
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(orDefault(p.r.Concurrency, 4), max(len(refs), 1)) {
@@ -99,7 +100,7 @@ func (p *pass) askOne(ctx context.Context, f Forge, ref store.ActiveRef) (RefAns
 	case err != nil:
 		return a, fmt.Errorf("%s answered 404 and the repository could not be checked: %w", ref.Name(), err)
 	case !repo.Exists:
-		return a, errors.New("the repository is not found or not visible to the token")
+		return a, errRepoNotVisible
 	case ref.PR > 0:
 		// Gitea does not delete pull requests; one that is not there is
 		// no evidence that the work ended.
@@ -108,6 +109,10 @@ func (p *pass) askOne(ctx context.Context, f Forge, ref store.ActiveRef) (RefAns
 	a.End = checkpointd.RefDeleted
 	return a, nil
 }
+
+// errRepoNotVisible is a 404 for a ref whose repository is not there for
+// the token either: no evidence that the ref ended.
+var errRepoNotVisible = errors.New("the repository is not found or not visible to the token")
 
 func (p *pass) learn(repo string, id int64) {
 	p.mu.Lock()

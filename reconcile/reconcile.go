@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/errlog"
+	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 )
 
@@ -61,6 +63,13 @@ type Reconciler struct {
 	GitTimeout time.Duration // per git command (default 5s)
 	Clock      checkpointd.Clock
 	Log        *slog.Logger
+	// Metrics counts passes, their duration and forge calls; nil counts
+	// nothing.
+	Metrics *metrics.Metrics
+	// Errors records, per pass, one durable error per repository the forge
+	// could not answer about, and a pass that stopped early; nil records
+	// nothing.
+	Errors *errlog.Recorder
 
 	once sync.Once
 	sem  chan struct{}
@@ -145,8 +154,11 @@ func (r *Reconciler) Once(ctx context.Context, trigger string) (*Report, error) 
 	defer cancel()
 	id := checkpointd.NewID(PrefixPass)
 	p := &pass{r: r, source: "reconcile:" + id, learned: map[string]int64{}, repoChecks: map[string]*repoCheck{},
-		rep: newReport(id, trigger, orDefault(r.ForgeURL, "not configured"), r.clock().Now())}
+		repoCodes: map[string]string{}, rep: newReport(id, trigger, orDefault(r.ForgeURL, "not configured"), r.clock().Now())}
+	began := time.Now()
 	err := p.run(ctx)
+	r.Metrics.ReconcilePass(p.outcome(err), time.Since(began))
+	r.Errors.Record(ctx, p.durableErrors(err)...)
 	p.rep.FinishedAt = r.clock().Now()
 	p.rep.DurationMS = p.rep.FinishedAt.Sub(p.rep.StartedAt).Milliseconds()
 	if err != nil {
@@ -175,6 +187,7 @@ type pass struct {
 	mu         sync.Mutex
 	learned    map[string]int64 // repo name (as asked, lower-cased) → id, from answers under that name
 	repoChecks map[string]*repoCheck
+	repoCodes  map[string]string // repo → failure code of its first unanswered ref (errors.go)
 }
 
 func (p *pass) run(ctx context.Context) error {
@@ -204,6 +217,9 @@ func (p *pass) run(ctx context.Context) error {
 		if a.err != nil {
 			failed[a.err.Error()] = append(failed[a.err.Error()], a.ref)
 			p.rep.addError(a.ref.Repo, a.ref.Name()+": "+a.err.Error())
+			if p.repoCodes[a.ref.Repo] == "" {
+				p.repoCodes[a.ref.Repo] = failureCode(a.err)
+			}
 			forgeErrs = append(forgeErrs, fmt.Errorf("%s %s: %w", a.ref.Repo, a.ref.Name(), a.err))
 			continue
 		}

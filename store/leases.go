@@ -60,6 +60,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?, ?, ?)`
 // ErrInvalidRequest (a resource of another repo than the session's),
 // *LeaseHeldError (ErrLeaseHeld), ErrStoreUnavailable.
 func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lease, error) {
+	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	key := in.Resource.Key()
 	l := &checkpointd.Lease{ID: checkpointd.NewID(checkpointd.PrefixLease), Resource: in.Resource,
@@ -101,6 +102,7 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 			r.Number, r.Branch, in.SessionID, in.RunID, l.FencingToken, micros(now), micros(l.ExpiresAt), in.TTL.Microseconds()); err != nil {
 			return err
 		}
+		noteLease(ctx, checkpointd.EventLeaseAcquired)
 		return appendEvent(ctx, tx, in.SessionID, now, checkpointd.EventLeaseAcquired, in.RunID,
 			map[string]any{"lease_id": l.ID, "resource": r, "fencing_token": l.FencingToken, "expires_at": l.ExpiresAt})
 	})
@@ -114,6 +116,7 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 // Errors: ErrNotFound, ErrLeaseLost (not held by runID, or expired),
 // ErrStoreUnavailable.
 func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Duration) (*checkpointd.Lease, error) {
+	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	expires := now.Add(ttl).Truncate(time.Microsecond)
 	var out *checkpointd.Lease
@@ -134,6 +137,7 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 			return err
 		}
 		out = l
+		noteLease(ctx, checkpointd.EventLeaseRenewed)
 		return appendEvent(ctx, tx, l.Holder.SessionID, now, checkpointd.EventLeaseRenewed, runID,
 			map[string]any{"lease_id": id, "expires_at": expires})
 	})
@@ -144,6 +148,7 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 // is in force; an operator (force) may release any held lease.
 // Errors: ErrNotFound, ErrLeaseLost, ErrStoreUnavailable.
 func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) error {
+	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
 		l, err := s.getLease(ctx, tx, id)
@@ -194,6 +199,7 @@ func (s *Store) endLease(ctx context.Context, tx *sqlx.Tx, l *checkpointd.Lease,
 	if state == checkpointd.LeaseExpired {
 		kind = checkpointd.EventLeaseExpired
 	}
+	noteLease(ctx, kind)
 	if err := appendEvent(ctx, tx, l.Holder.SessionID, now, kind, l.Holder.RunID,
 		map[string]any{"lease_id": l.ID, "resource": l.Resource, "fencing_token": l.FencingToken, "cause": cause}); err != nil {
 		return err
@@ -238,6 +244,7 @@ func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, key string, now t
 // event and the validity of sessions that relied on it, and returns how many
 // it ended. The lease worker calls it; it is safe to run concurrently.
 func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
+	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	var ids []string
 	if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM leases WHERE state = 'held' AND expires_at <= ? ORDER BY expires_at LIMIT ?`), micros(now), limit); err != nil {
@@ -283,6 +290,7 @@ func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, sessionID, oldRun, 
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET run_id = ?, fencing_token = ? WHERE id = ?`), newRun, token, r.ID); err != nil {
 			return err
 		}
+		noteLease(ctx, checkpointd.EventLeaseMoved)
 		if err := appendEvent(ctx, tx, sessionID, now, checkpointd.EventLeaseMoved, newRun,
 			map[string]any{"lease_id": r.ID, "from_run": oldRun, "fencing_token": token}); err != nil {
 			return err

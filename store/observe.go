@@ -20,6 +20,7 @@ type DeliveryRecord struct {
 // transaction. A delivery id seen before has no second effect: duplicate is
 // true and nothing changes. Errors: ErrStoreUnavailable.
 func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []checkpointd.Observation) (effects *checkpointd.ObservationEffects, duplicate bool, err error) {
+	ctx = s.noting(ctx, CauseWebhook)
 	now := s.now()
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		effects, duplicate = newEffects(), false
@@ -50,6 +51,7 @@ func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []check
 // Observe applies observations that come with no delivery (reconcile).
 // Errors: ErrStoreUnavailable.
 func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation) (*checkpointd.ObservationEffects, error) {
+	ctx = s.noting(ctx, CauseReconcile)
 	now := s.now()
 	var effects *checkpointd.ObservationEffects
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {

@@ -103,6 +103,7 @@ WHERE state = 'active' AND validity <> 'invalidated' ORDER BY id`); err != nil {
 // before counts until reconcile has asked the forge again. It returns how
 // many sessions changed. Errors: ErrStoreUnavailable.
 func (s *Store) ResetValidity(ctx context.Context, reason string) (int, error) {
+	ctx = s.noting(ctx, CauseRestart)
 	now := s.now()
 	n := 0
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -139,6 +140,7 @@ WHERE state = 'active' AND validity NOT IN ('invalidated', 'unverified') ORDER B
 // lease_lost. It returns how many sessions moved to each validity.
 // Errors: ErrStoreUnavailable.
 func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, source string) (map[string]int, error) {
+	ctx = s.noting(ctx, CauseReconcile)
 	now := s.now()
 	var moved map[string]int
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -280,6 +282,7 @@ type LeaseReconcile struct {
 // hold is judged lease_lost. source (reconcile:<pass id>) is the evidence.
 // Errors: ErrStoreUnavailable.
 func (s *Store) ReconcileLeases(ctx context.Context, source string) (LeaseReconcile, error) {
+	ctx = s.noting(ctx, CauseReconcile)
 	var out LeaseReconcile
 	const batch = 500
 	for {

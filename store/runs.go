@@ -53,6 +53,7 @@ const supersedeRun = `UPDATE runs SET superseded_at = ?, superseded_by = ? WHERE
 // ErrSessionEnded, ErrDraining (a drain gates new runs), ErrRunActive,
 // ErrStoreUnavailable.
 func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*checkpointd.Run, error) {
+	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	rid := checkpointd.NewID(checkpointd.PrefixRun)
 	agentJSON, _ := json.Marshal(in.Agent)
@@ -115,6 +116,7 @@ RETURNING event_seq`
 // EndSession ends an active session on behalf of its current run.
 // Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded, ErrStoreUnavailable.
 func (s *Store) EndSession(ctx context.Context, sessionID, runID string, outcome checkpointd.Outcome) (*checkpointd.Session, error) {
+	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var eseq int64

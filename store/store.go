@@ -64,6 +64,9 @@ type Store struct {
 	stmts statements
 	// exclusiveRetry and exclusiveKeepalive time RunExclusive.
 	exclusiveRetry, exclusiveKeepalive time.Duration
+	obs                                Observer
+	// errorsKeep is how many durable errors are kept per source.
+	errorsKeep int
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -93,7 +96,7 @@ func IsPostgres(url string) bool {
 // Migrate. Errors wrap checkpointd.ErrStoreUnavailable when the database
 // cannot be reached.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	s := &Store{clock: cfg.Clock, log: cfg.Logger, keys: cfg.Keys,
+	s := &Store{clock: cfg.Clock, log: cfg.Logger, keys: cfg.Keys, errorsKeep: DefaultErrorsKeep,
 		exclusiveRetry: exclusiveRetry, exclusiveKeepalive: exclusiveKeepalive}
 	if s.clock == nil {
 		s.clock = checkpointd.SystemClock{}
@@ -163,6 +166,7 @@ func (s *Store) Migrate(ctx context.Context) (version int64, err error) {
 // checkpointd.ErrStoreUnavailable when it does not.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.rdb.PingContext(ctx); err != nil {
+		s.failed(OpPing, err)
 		return fmt.Errorf("%w: %w", checkpointd.ErrStoreUnavailable, err)
 	}
 	return nil
@@ -198,11 +202,18 @@ func (s *Store) Close() error {
 
 // inTx runs fn in a write transaction, rolls back on error or panic and
 // returns the commit error. Transient PostgreSQL conflicts are retried.
+// What the transaction noted for the observer (observer.go) is handed over
+// only once it committed.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	n := notesFrom(ctx)
 	for attempt := 0; ; attempt++ {
+		n.reset()
 		err = s.tryTx(ctx, fn)
+		if err == nil {
+			s.flush(n)
+		}
 		if err == nil || !retryable(err) || attempt == 3 {
-			return s.classify(err)
+			return s.classifyOp(OpWrite, err)
 		}
 	}
 }
@@ -240,7 +251,11 @@ var domainErrors = []error{
 
 // classify maps an error to the domain: domain errors pass, anything else is
 // store_unavailable with the cause kept for the log.
-func (s *Store) classify(err error) error {
+func (s *Store) classify(err error) error { return s.classifyOp(OpRead, err) }
+
+// classifyOp is classify for an operation of class op, which the observer
+// is told about when the database failed.
+func (s *Store) classifyOp(op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -249,6 +264,7 @@ func (s *Store) classify(err error) error {
 			return err
 		}
 	}
+	s.failed(op, err)
 	return fmt.Errorf("%w: %w", checkpointd.ErrStoreUnavailable, err)
 }
 

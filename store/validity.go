@@ -20,6 +20,7 @@ func setValidity(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Tim
 		string(to), reason, micros(at), sessionID); err != nil {
 		return err
 	}
+	noteValidity(ctx, to, 1)
 	data := map[string]any{"from": from, "to": to, "reason": reason}
 	for k, v := range evidence {
 		data[k] = v
@@ -95,6 +96,9 @@ WHERE id IN (?) AND validity <> 'invalidated' RETURNING id, event_seq, checkpoin
 		}
 		if len(seqs) == 0 {
 			continue
+		}
+		if from != to { // a new reason for the same validity is no transition
+			noteValidity(ctx, to, len(seqs))
 		}
 		values := make([]string, len(seqs))
 		eargs := make([]any, 0, len(seqs)*7)

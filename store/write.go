@@ -25,7 +25,7 @@ func (s *Store) write(ctx context.Context, fn writeFunc) error {
 	if s.group == nil {
 		return s.inTx(ctx, func(tx *sqlx.Tx) error { return fn(ctx, tx) })
 	}
-	return s.classify(s.group.submit(ctx, fn))
+	return s.classifyOp(OpWrite, s.group.submit(ctx, fn))
 }
 
 // maxGroup bounds a group commit: the first writer of a batch waits for at
@@ -107,16 +107,23 @@ func (g *groupCommitter) run(batch []*groupJob) {
 	var results []error
 	var err error
 	for attempt := 0; ; attempt++ {
+		for _, j := range batch {
+			notesFrom(j.ctx).reset()
+		}
 		results, err = g.try(batch)
 		if err == nil || !retryable(err) || attempt == 3 {
 			break
 		}
 	}
 	for i, j := range batch {
-		if err != nil {
+		if err == nil {
+			err := results[i]
+			if err == nil {
+				g.s.flush(notesFrom(j.ctx)) // committed: tell the observer
+			}
 			j.result <- err
 		} else {
-			j.result <- results[i]
+			j.result <- err
 		}
 	}
 }
@@ -124,11 +131,11 @@ func (g *groupCommitter) run(batch []*groupJob) {
 // try runs each job in its own savepoint of one transaction and commits.
 // It returns each job's own error, or an error for the whole batch.
 func (g *groupCommitter) try(batch []*groupJob) (results []error, err error) {
-	// The batch's statements run under the writer's context: a request
-	// that gives up is skipped before its turn, never interrupted inside
-	// the shared transaction.
-	ctx := context.Background()
-	tx, err := g.s.wdb.BeginTxx(ctx, nil)
+	// The batch's statements are never cancelled: a request that gives up
+	// is skipped before its turn, never interrupted inside the shared
+	// transaction. Each job keeps its context's values (what it notes for
+	// the observer).
+	tx, err := g.s.wdb.BeginTxx(context.Background(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -143,10 +150,12 @@ func (g *groupCommitter) try(batch []*groupJob) (results []error, err error) {
 			results[i] = err
 			continue
 		}
+		ctx := context.WithoutCancel(j.ctx)
 		if _, err := tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
 			return nil, err
 		}
 		if results[i] = runJob(ctx, tx, j.fn); results[i] != nil {
+			notesFrom(ctx).reset() // rolled back: nothing to tell
 			if _, err := tx.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
 				return nil, err
 			}

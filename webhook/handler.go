@@ -8,6 +8,8 @@ import (
 	"net/http"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/errlog"
+	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 )
 
@@ -24,6 +26,11 @@ type Handler struct {
 	Verifier *Verifier
 	Store    Store
 	Log      *slog.Logger
+	// Metrics counts deliveries by event and outcome; nil counts nothing.
+	Metrics *metrics.Metrics
+	// Errors records refused deliveries durably (never the body or the
+	// signature); nil records nothing.
+	Errors *errlog.Recorder
 }
 
 // ServeHTTP handles one delivery.
@@ -41,19 +48,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	obs, repo := observations(d, ev)
 	if obs == nil {
 		ig, _ := ev.(Ignored)
+		h.Metrics.WebhookDelivery(d.Event, "ignored")
 		write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "ignored": ig.Reason})
 		return
 	}
 	effects, dup, err := h.Store.ApplyDelivery(r.Context(), store.DeliveryRecord{ID: d.ID, Event: d.Event, Forge: d.Forge, Repo: repo}, obs)
 	if err != nil {
+		h.Metrics.WebhookDelivery(d.Event, "store_unavailable")
 		h.Log.ErrorContext(r.Context(), "webhook delivery not recorded", slog.String("delivery", d.ID), slog.Any("err", err))
 		problem(w, http.StatusServiceUnavailable, "store_unavailable", "the store cannot record the delivery; reconcile will catch up")
 		return
 	}
 	if dup {
+		h.Metrics.WebhookDelivery(d.Event, "duplicate")
 		write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "duplicate": true})
 		return
 	}
+	h.Metrics.WebhookDelivery(d.Event, "applied")
 	write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "effects": effects})
 }
 
@@ -100,7 +111,10 @@ var rejections = []struct {
 	{ErrMalformed, http.StatusBadRequest, "malformed_delivery"},
 }
 
-// reject answers a refused delivery and logs it once, without the payload.
+// reject answers a refused delivery, logs it once and records it durably,
+// without the payload or the signature. The delivery id and event are the
+// headers as sent: when verification failed they are unauthenticated, and
+// the record says only what was claimed.
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, id string, err error) {
 	status, code := http.StatusBadRequest, "malformed_delivery"
 	for _, rj := range rejections {
@@ -109,8 +123,24 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, id string, err 
 			break
 		}
 	}
+	if id == "" {
+		id = firstHeader(r.Header, "X-Forgejo-Delivery", "X-Gitea-Delivery", "X-Gogs-Delivery")
+	}
+	event := firstHeader(r.Header, "X-Forgejo-Event-Type", "X-Gitea-Event-Type", "X-Gogs-Event-Type",
+		"X-Forgejo-Event", "X-Gitea-Event", "X-Gogs-Event")
+	if !printable(id, maxDeliveryID) {
+		id = ""
+	}
+	if !printable(event, maxEventName) {
+		event = ""
+	}
+	h.Metrics.WebhookDelivery(event, code)
 	h.Log.WarnContext(r.Context(), "webhook delivery rejected", slog.String("delivery", id), slog.String("code", code),
 		slog.String("remote", r.RemoteAddr), slog.Any("err", err))
+	// Recorded before answering, so the row exists when the forge (or a
+	// test) sees the refusal; a recording failure is only logged.
+	h.Errors.Record(r.Context(), checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceWebhook, Code: code,
+		Delivery: id, Event: event, Detail: err.Error()})
 	problem(w, status, code, err.Error())
 }
 

@@ -19,7 +19,9 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/api"
+	"github.com/checkpointd/checkpointd/errlog"
 	"github.com/checkpointd/checkpointd/lease"
+	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/webhook"
 )
@@ -39,7 +41,11 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 		&cli.BoolFlag{Name: "webhook-allow-unsigned", Sources: from("CHECKPOINTD_WEBHOOK_ALLOW_UNSIGNED"),
 			Usage: "accept unsigned deliveries when no secret is set (unsafe: anyone reaching the daemon can invalidate sessions)"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Sources: from("CHECKPOINTD_SHUTDOWN_TIMEOUT"),
-			Usage: "how long in-flight requests may take to finish on shutdown"},
+			Usage: "how long in-flight requests and background workers may take to finish on shutdown"},
+		&cli.StringFlag{Name: "metrics-listen", Sources: from("CHECKPOINTD_METRICS_LISTEN"),
+			Usage: "serve GET /metrics on this address instead of on --listen (empty: on --listen)"},
+		&cli.IntFlag{Name: "errors-keep", Value: store.DefaultErrorsKeep, Sources: from("CHECKPOINTD_ERRORS_KEEP"),
+			Usage: "durable errors kept per source (checkpoint_write, reconcile, webhook); older ones are trimmed"},
 	}
 	flags = append(flags, reconcileServeFlags(from)...)
 	flags = append(flags, retentionServeFlags(from)...)
@@ -76,6 +82,11 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
+	// Every line logged with a request's context carries its request_id.
+	log = slog.New(api.LogHandler(log.Handler()))
+	if c.Int("errors-keep") <= 0 {
+		return fmt.Errorf("--errors-keep must be positive, not %d", c.Int("errors-keep"))
+	}
 	wf, err := workflowFrom(c)
 	if err != nil {
 		return err
@@ -101,6 +112,12 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	}
 	// The store closes last, after the HTTP server and the workers stopped.
 	defer s.Close()
+	// One set of metrics for the whole daemon, observed from the start so
+	// the restart's validity reset is counted too.
+	m := metrics.New()
+	s.SetObserver(m)
+	s.SetErrorsKeep(c.Int("errors-keep"))
+	errs := errlog.New(s, log, m)
 	version, err := s.Migrate(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot migrate the store: %w", err)
@@ -121,6 +138,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err != nil {
 		return err
 	}
+	reconciler.Metrics, reconciler.Errors = m, errs
 	// A completed drain prepared this restart: lift it. A running drain
 	// is kept: it gates new sessions and runs across restarts.
 	if d, err := s.LiftCompletedDrain(ctx); err != nil {
@@ -156,12 +174,27 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	case len(verifier.Secrets) == 0:
 		log.Warn("webhooks: no --webhook-secret set; every delivery is refused")
 	}
-	handler := api.New(api.Deps{
+	deps := api.Deps{
 		Store: s, Leases: leases, Workflow: wf, DigestKey: keys.DigestKey(),
-		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log},
+		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log, Metrics: m, Errors: errs},
 		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log, Reconciler: reconciler,
-		Verifier: reconciler,
-	})
+		Verifier: reconciler, Metrics: m, Errors: errs,
+	}
+	var metricsSrv *http.Server
+	var metricsLn net.Listener
+	if addr := c.String("metrics-listen"); addr != "" {
+		if metricsLn, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		defer metricsLn.Close()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			IdleTimeout: 120 * time.Second}
+	} else {
+		deps.MetricsHandler = m.Handler()
+	}
+	handler := api.New(deps)
 	ln, err := net.Listen("tcp", c.String("listen"))
 	if err != nil {
 		return err
@@ -173,8 +206,12 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	metricsAddr := ""
+	if metricsLn != nil {
+		metricsAddr = metricsLn.Addr().String()
+	}
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("store", string(s.Dialect())),
-		slog.Int64("schema_version", version))
+		slog.Int64("schema_version", version), slog.String("metrics_addr", metricsAddr))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -183,20 +220,34 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		}
 		return nil
 	})
+	if metricsSrv != nil {
+		g.Go(func() error {
+			if err := metricsSrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("metrics listener: %w", err)
+			}
+			return nil
+		})
+	}
 	// Background workers stop when gctx ends. With several replicas on one
 	// PostgreSQL each kind runs in one replica at a time (an advisory lock),
 	// and moves to another when that one stops.
-	g.Go(func() error { return s.RunExclusive(gctx, workLeaseExpiry, leases.Run) })
+	var workers errgroup.Group
+	workers.Go(func() error { return s.RunExclusive(gctx, workLeaseExpiry, leases.Run) })
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
-	g.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
+	workers.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
 	if retentionEvery > 0 {
-		g.Go(func() error {
+		workers.Go(func() error {
 			return s.RunExclusive(gctx, workRetention, func(ctx context.Context) error {
 				return s.RunRetention(ctx, retention, retentionEvery)
 			})
 		})
 	}
+	workersDone := make(chan struct{})
+	go func() {
+		_ = workers.Wait() // they log their own failures and return nil
+		close(workersDone)
+	}()
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")
@@ -204,7 +255,19 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		defer cancel()
 		// Stop admitting, then let in-flight requests finish: each commits or
 		// rolls back as a whole, so nothing is left half-written.
-		return srv.Shutdown(sctx)
+		err := srv.Shutdown(sctx)
+		if metricsSrv != nil {
+			err = errors.Join(err, metricsSrv.Shutdown(sctx))
+		}
+		// The workers saw gctx end with everyone else; they get what is
+		// left of the same timeout. One still running then is abandoned:
+		// closing the store fails its transaction, which rolls back whole.
+		select {
+		case <-workersDone:
+		case <-sctx.Done():
+			log.Warn("background workers did not stop within the shutdown timeout")
+		}
+		return err
 	})
 	err = g.Wait()
 	log.Info("stopped")

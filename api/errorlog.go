@@ -1,0 +1,60 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// listErrors lists durable errors newest first (reader): ?source=
+// checkpoint_write|reconcile|webhook, ?since=RFC 3339 time, limit and
+// cursor as every list. A scoped token sees only the errors about its
+// repos: errors that name no repo (most refused webhooks) are for
+// unscoped tokens and operators.
+func (a *api) listErrors(w http.ResponseWriter, r *http.Request) error {
+	limit, c, err := page(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := store.ErrorFilter{Source: checkpointd.ErrorSource(q.Get("source")), Scope: principal(r).ScopeFilter(),
+		Before: c.Seq, Limit: limit}
+	if f.Source != "" && !f.Source.Valid() {
+		names := make([]string, len(checkpointd.ErrorSources))
+		for i, s := range checkpointd.ErrorSources {
+			names[i] = string(s)
+		}
+		return checkpointd.Invalid("source", "must be one of "+strings.Join(names, ", "))
+	}
+	if s := q.Get("since"); s != "" {
+		if f.Since, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return checkpointd.Invalid("since", "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
+		}
+	}
+	items, err := a.Store.ListErrors(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, newList(items, limit, func(e checkpointd.ErrorRecord) cursor { return cursor{Seq: e.ID} }))
+}
+
+// problemDetail is what a durable error keeps of a problem: its detail
+// and the paths and messages of its problems (the error record bounds
+// and redacts it). 5xx details are already generic.
+func problemDetail(p Problem) string {
+	var b strings.Builder
+	b.WriteString(p.Detail)
+	for _, pr := range p.Problems {
+		b.WriteString("; ")
+		b.WriteString(pr.Path)
+		b.WriteString(": ")
+		b.WriteString(pr.Message)
+		if b.Len() > checkpointd.MaxErrorDetail {
+			break
+		}
+	}
+	return b.String()
+}

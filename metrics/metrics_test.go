@@ -1,0 +1,65 @@
+package metrics_test
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/metrics"
+)
+
+// TestNilMetricsCountNothing: every method is safe on a nil *Metrics.
+func TestNilMetricsCountNothing(t *testing.T) {
+	var m *metrics.Metrics
+	m.CheckpointWrite("ok", true, time.Second, 3)
+	m.CheckpointRead(metrics.ReadGet, "ok")
+	m.Idempotency(metrics.IdemReplayed)
+	m.WebhookDelivery("push", "applied")
+	m.ValidityChanged("webhook", checkpointd.ValidityStale, 2)
+	m.LeaseEvent("acquired")
+	m.StoreError("read")
+	m.ReconcilePass(metrics.PassOK, time.Second)
+	m.ForgeCall("ok")
+	m.SetDrainState(metrics.DrainDraining)
+	m.SetDrainBlocking(3)
+	m.DrainDecision("blocked")
+	m.ErrorRecorded(checkpointd.ErrorSourceWebhook)
+	m.ErrorDropped(checkpointd.ErrorSourceWebhook, metrics.DropRateLimited)
+	m.HTTPRequest("GET", "/healthz", 200, time.Millisecond)
+	if m.Registry() != nil {
+		t.Error("a nil Metrics has a registry")
+	}
+}
+
+// TestUnknownLabelValuesAreOther: a value outside a label's fixed set is
+// counted as "other", whatever it is.
+func TestUnknownLabelValuesAreOther(t *testing.T) {
+	m := metrics.New()
+	m.WebhookDelivery("acme/secret-repo", "applied")
+	m.WebhookDelivery("", "ses_0123")
+	m.CheckpointWrite("ghp_abcdefghijklmnopqrstuvwxyz0123456789", false, 0, 0)
+	m.ValidityChanged("someone", "weird", 1)
+	m.HTTPRequest("BREW", "/v1/sessions", 418, time.Millisecond)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	text := rec.Body.String()
+	for _, want := range []string{
+		`checkpointd_webhook_deliveries_total{event="other",outcome="applied"} 1`,
+		`checkpointd_webhook_deliveries_total{event="none",outcome="other"} 1`,
+		`checkpointd_checkpoint_writes_total{outcome="other"} 1`,
+		`checkpointd_validity_transitions_total{cause="other",to="other"} 1`,
+		`checkpointd_http_requests_total{method="other",route="/v1/sessions",status="4xx"} 1`,
+		`checkpointd_drain_state{state="none"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	for _, leak := range []string{"secret-repo", "ses_0123", "ghp_", "someone", "weird", "BREW"} {
+		if strings.Contains(text, leak) {
+			t.Errorf("exposition carries %q", leak)
+		}
+	}
+}
