@@ -123,8 +123,10 @@ func New(d Deps) http.Handler {
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.handle(a.readyz))
 	r.Get("/v1/schema/checkpoint", a.schema)
+	r.Get("/v1/openapi.yaml", a.openapi)
 	if d.Webhook != nil {
-		r.Handle("/webhooks/gitea", d.Webhook)
+		// POST only: the router answers other methods 405, as on every route.
+		r.Post("/webhooks/gitea", d.Webhook.ServeHTTP)
 	}
 	if d.MetricsHandler != nil {
 		r.Method(http.MethodGet, "/metrics", d.MetricsHandler)

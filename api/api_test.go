@@ -76,7 +76,7 @@ func (h *harness) do(method, path, token string, body any) response {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	rec := httptest.NewRecorder()
-	h.handler.ServeHTTP(rec, req)
+	h.serve(rec, req)
 	r := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
 	_ = json.Unmarshal(r.raw, &r.body)
 	return r

@@ -25,7 +25,7 @@ func (h *harness) doKey(method, path, token, key string, body any) response {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	rec := httptest.NewRecorder()
-	h.handler.ServeHTTP(rec, req)
+	h.serve(rec, req)
 	r := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
 	_ = json.Unmarshal(r.raw, &r.body)
 	return r
@@ -114,7 +114,7 @@ func TestConcurrentIdenticalRequests(t *testing.T) {
 				req.Header.Set("Authorization", "Bearer "+h.agent)
 				req.Header.Set("Idempotency-Key", "same")
 				rec := httptest.NewRecorder()
-				h.handler.ServeHTTP(rec, req)
+				h.serve(rec, req)
 				statuses <- rec.Code
 			}()
 		}

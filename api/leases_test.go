@@ -301,7 +301,7 @@ func TestAcquireLeaseRejected(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+h.agent)
 		req.Header.Set("Content-Type", "text/plain")
 		rec := httptest.NewRecorder()
-		h.handler.ServeHTTP(rec, req)
+		h.serve(rec, req)
 		if rec.Code != http.StatusUnsupportedMediaType {
 			t.Errorf("text/plain body: %d %s, want 415", rec.Code, rec.Body)
 		}

@@ -37,6 +37,7 @@ var accessRoutes = []accessRoute{
 	{"GET", "/healthz", "/healthz", "", false, 200, nil},
 	{"GET", "/readyz", "/readyz", "", false, 200, nil},
 	{"GET", "/v1/schema/checkpoint", "/v1/schema/checkpoint", "", false, 200, nil},
+	{"GET", "/v1/openapi.yaml", "/v1/openapi.yaml", "", false, 200, nil},
 	{"POST", "/v1/sessions", "/v1/sessions", checkpointd.RoleAgent, true, 201,
 		func(accessFixture) any { return sessionBody }},
 	// Listing is never forbidden: it is filtered by scope (TestListsFilteredByScope).

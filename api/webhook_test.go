@@ -50,7 +50,7 @@ func TestResumeShowsDrift(t *testing.T) {
 				req.Header.Set(k, v)
 			}
 			rec := httptest.NewRecorder()
-			h.handler.ServeHTTP(rec, req)
+			h.serve(rec, req)
 			r := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
 			_ = json.Unmarshal(r.raw, &r.body)
 			return r.expect(t, 200, "")

@@ -33,8 +33,17 @@ func (e env) GoString() string { return "env{" + e.name + "}" }
 // IsFromEnv lets the help text show the variable.
 func (e env) IsFromEnv() bool { return true }
 
+// Key names the variable (cli.EnvValueSource), for the help text and for
+// the test that checks docs/configuration.md.
+func (e env) Key() string { return e.name }
+
 // run is the whole program: main only wires signals and exit codes.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return newApp(getenv, stdout, stderr).Run(ctx, args)
+}
+
+// newApp builds the command tree.
+func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 	from := func(name string) cli.ValueSourceChain { return cli.NewValueSourceChain(env{name, getenv}) }
 	dataFlags := []cli.Flag{
 		&cli.StringFlag{Name: "data-dir", Value: "data", Sources: from("CHECKPOINTD_DATA_DIR"),
@@ -93,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			},
 		},
 	}
-	return app.Run(ctx, args)
+	return app
 }
 
 func version() string {
