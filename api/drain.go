@@ -27,6 +27,7 @@ type DrainStore interface {
 	StartDrain(ctx context.Context, reason, by string) (*checkpointd.Drain, bool, error)
 	CancelDrain(ctx context.Context, by string) (*checkpointd.Drain, error)
 	CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error)
+	NoteDrainBlocked(ctx context.Context, drainID string) (int, error)
 	DrainStatus(ctx context.Context, q store.DrainQuery) (*store.DrainStatus, error)
 	DrainUnverified(ctx context.Context, limit int) ([]string, error)
 	DrainGating(ctx context.Context) (bool, error)
@@ -165,14 +166,35 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 	a.observeDecision(r.Context(), d)
 	if d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
 		c := d.Decision.Counts
-		return &ProblemError{
+		a.writeProblem(w, r, &ProblemError{
 			Err: fmt.Errorf("%w: %d of %d active sessions block the drain", checkpointd.ErrDrainBlocked, c.Blocking, c.Active),
 			Extra: map[string]any{"drain_id": d.ID, "counts": c, "blocking": d.Decision.Blocking,
 				"decided_at": d.Decision.At},
-		}
+		})
+		// The operator has the whole answer now (it carries its length);
+		// the blocking sessions' logs are told after it.
+		_ = http.NewResponseController(w).Flush()
+		a.noteBlocked(r.Context(), d.ID)
+		return nil
 	}
 	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
 }
+
+// noteBlocked records a blocked decision in the blocking sessions' logs
+// (store.NoteDrainBlocked), detached from the client, within a bound. A
+// failure is logged: the decision itself is on the drain already, and the
+// next decision notes what this one could not.
+func (a *api) noteBlocked(ctx context.Context, drainID string) {
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noteTimeout)
+	defer cancel()
+	if n, err := a.Store.NoteDrainBlocked(nctx, drainID); err != nil {
+		a.log.WarnContext(ctx, "drain: recording the blocked decision in the sessions' logs failed; the next decision retries",
+			slog.String("drain", drainID), slog.Int("noted", n), slog.Any("err", err))
+	}
+}
+
+// noteTimeout bounds noteBlocked: 100k blocking sessions take seconds.
+const noteTimeout = time.Minute
 
 // verify asks the Verifier about ids within the verify timeout. The call is
 // detached from the client's connection but not from the timeout: the gate

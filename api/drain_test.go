@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -261,6 +262,11 @@ func TestDrainScenario(t *testing.T) {
 		// Completing now is refused with the list; reconcile was asked about
 		// the session blocked only by unverified, but the forge is down.
 		r = h.do("POST", "/v1/drain/complete", h.operator, nil).expect(t, 409, "drain_blocked")
+		// The answer carries its length: the operator has all of it while
+		// the gate goes on to record the decision in the sessions' logs.
+		if cl := r.header.Get("Content-Length"); cl != strconv.Itoa(len(r.raw)) {
+			t.Errorf("blocked answer: Content-Length %q for %d bytes", cl, len(r.raw))
+		}
 		var blocked struct {
 			Counts   checkpointd.DrainCounts    `json:"counts"`
 			Blocking []checkpointd.DrainBlocker `json:"blocking"`

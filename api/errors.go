@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/checkpointd/checkpointd"
 )
@@ -148,7 +149,13 @@ func (a *api) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("code", p.Code), slog.Any("err", err))
 	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		body = []byte(`{"code":"internal"}`) // cannot happen: a Problem always marshals
+	}
+	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	_, _ = w.Write(body)
 }

@@ -319,7 +319,7 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 	if st.Drain, err = row.drain(); err != nil {
 		return nil, err
 	}
-	counts, _, err := s.countDrain(ctx, tx, st.Drain.StartedAt)
+	counts, err := s.countDrain(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -344,24 +344,16 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 }
 
 // countDrain counts the active sessions (kept by triggers in
-// active_sessions) and, in one pass over the partial index, the blocking
-// ones and how many of those have no decision of the drain that started at
-// start in their log yet.
-func (s *Store) countDrain(ctx context.Context, tx *sqlx.Tx, start time.Time) (c checkpointd.DrainCounts, unnoted int64, err error) {
+// active_sessions) and, over the partial index, the blocking ones.
+func (s *Store) countDrain(ctx context.Context, tx *sqlx.Tx) (c checkpointd.DrainCounts, err error) {
 	if c.Active, err = countActive(ctx, tx); err != nil {
-		return c, 0, err
+		return c, err
 	}
-	var n struct {
-		Blocking int64 `db:"blocking"`
-		Unnoted  int64 `db:"unnoted"`
+	if err := tx.GetContext(ctx, &c.Blocking, `SELECT COUNT(*) FROM `+s.blocking()+` WHERE `+blockingWhere); err != nil {
+		return c, err
 	}
-	if err := tx.GetContext(ctx, &n, tx.Rebind(`SELECT COUNT(*) AS blocking,
-    COUNT(CASE WHEN drain_noted_at IS NULL OR drain_noted_at < ? THEN 1 END) AS unnoted
-FROM `+s.blocking()+` WHERE `+blockingWhere), micros(start)); err != nil {
-		return c, 0, err
-	}
-	c.Blocking, c.Ready = n.Blocking, c.Active-n.Blocking
-	return c, n.Unnoted, nil
+	c.Ready = c.Active - c.Blocking
+	return c, nil
 }
 
 func countActive(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
@@ -390,9 +382,10 @@ var errDrainRaced = errors.New("a session changed while the drain was being comp
 // drain with the decision taken: completed when no active session blocks it
 // (the drain is then completed), blocked otherwise, with the counts and the
 // first limit blocking sessions by id. Either way the decision is stored on
-// the drain and recorded in the event log of every session it concerns: a
-// blocked decision in each blocking session's log (with its reasons), a
-// completion in every active session's log. A completion locks every
+// the drain. A completion is recorded in every active session's log in the
+// same transaction; a blocked decision is recorded in the blocking
+// sessions' logs by NoteDrainBlocked, which the caller runs after it
+// answered. A completion locks every
 // active session row and checks it again, so no session that stopped being
 // ready concurrently is passed. A completed drain is answered as it is.
 // Errors: ErrNotFound (no open drain), ErrStoreUnavailable: no decision is
@@ -431,17 +424,14 @@ WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
 		}
 		start := fromMicros(row.StartedAt)
 		dec := checkpointd.DrainDecision{At: now, By: by, Blocking: []checkpointd.DrainBlocker{}}
-		counts, unnoted, err := s.countDrain(ctx, tx, start)
+		counts, err := s.countDrain(ctx, tx)
 		if err != nil {
 			return err
 		}
 		if counts.Blocking > 0 {
+			// The blocking sessions' logs are told afterwards
+			// (NoteDrainBlocked): the decision does not wait on 5k events.
 			dec.Outcome, dec.Counts = checkpointd.DrainOutcomeBlocked, counts
-			if unnoted > 0 {
-				if err := s.noteBlocked(ctx, tx, row.ID, start, now); err != nil {
-					return err
-				}
-			}
 			var head []blockerRow
 			if err := tx.SelectContext(ctx, &head, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.blocking()+` WHERE `+blockingWhere+`
 ORDER BY id LIMIT ?`), limit); err != nil {
@@ -476,52 +466,10 @@ ORDER BY id LIMIT ?`), limit); err != nil {
 	return out, err
 }
 
-// noteBlocked records a blocked decision, with the session's reasons, in
-// the event log of each blocking session whose log has no decision of this
-// drain yet. Once per drain and session: what changes a session later is in
-// its log as its own event (checkpoint.written, validity.changed, ...), and
-// the drain row keeps every decision's counts. Retrying complete in a loop
-// thus costs neither 5k events nor 5k row locks per attempt.
-func (s *Store) noteBlocked(ctx context.Context, tx *sqlx.Tx, drainID string, start, now time.Time) error {
-	const unnoted = ` AND (drain_noted_at IS NULL OR drain_noted_at < ?)`
-	for after := ""; ; {
-		var ids []string
-		if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM `+s.blocking()+` WHERE `+blockingWhere+unnoted+`
-AND id > ? ORDER BY id LIMIT ?`), micros(start), after, decisionChunk); err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		after = ids[len(ids)-1]
-		var rows []blockerRow
-		if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1, drain_noted_at = ?
-WHERE id IN (?) AND `+blockingWhere+unnoted+`
-RETURNING `+blockerColumns+`, event_seq, checkpoint_seq`, micros(now), ids, micros(start)); err != nil {
-			return err
-		}
-		evs := make([]eventInsert, len(rows))
-		for i := range rows {
-			b := rows[i].blocker(start)
-			evs[i] = eventInsert{sessionID: b.SessionID, seq: rows[i].EventSeq, kind: checkpointd.EventDrainBlocked,
-				checkpointSeq: rows[i].CheckpointSeq, data: blockedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeBlocked, Reasons: b.Reasons, Missing: b.Missing}}
-		}
-		if err := insertEvents(ctx, tx, now, evs); err != nil {
-			return err
-		}
-	}
-}
-
 // decisionChunk is how many sessions a decision locks and records per
 // statement: memory stays bounded however many sessions are active.
 const decisionChunk = 1000
 
-type blockedEvent struct {
-	DrainID string                    `json:"drain_id"`
-	Outcome checkpointd.DrainOutcome  `json:"outcome"`
-	Reasons []checkpointd.BlockReason `json:"reasons"`
-	Missing []string                  `json:"missing,omitempty"`
-}
 
 type completedEvent struct {
 	DrainID string                   `json:"drain_id"`

@@ -230,13 +230,25 @@ func TestDrainGate(t *testing.T) {
 			t.Errorf("scoped list (-want +got):\n%s counts %+v", diff, scoped.Counts)
 		}
 
-		// A blocked decision: stored on the drain, recorded once per drain
-		// in each blocking session's log with its reasons.
+		// A blocked decision: stored on the drain; NoteDrainBlocked, which
+		// the gate runs after answering, records it once per drain in each
+		// blocking session's log with its reasons.
 		clock.Advance(time.Second)
 		dec := complete(t, s, 2)
 		if dec.Decision.Outcome != checkpointd.DrainOutcomeBlocked || dec.State != checkpointd.DrainRunning ||
 			dec.Decision.Counts != (checkpointd.DrainCounts{Active: 8, Ready: 1, Blocking: 7}) || len(dec.Decision.Blocking) != 2 {
 			t.Fatalf("decision %+v", dec.Decision)
+		}
+		for id, name := range names {
+			if n := len(eventsOf(t, s, id, checkpointd.EventDrainBlocked)); n != 0 {
+				t.Errorf("%s: the decision itself wrote %d drain.blocked events; it must not wait on them", name, n)
+			}
+		}
+		if n, err := s.NoteDrainBlocked(ctx, "drn_other"); err != nil || n != 0 {
+			t.Errorf("NoteDrainBlocked of another drain = %d, %v; want nothing noted", n, err)
+		}
+		if n, err := s.NoteDrainBlocked(ctx, d.ID); err != nil || n != 7 {
+			t.Fatalf("NoteDrainBlocked = %d, %v; want the 7 blocking sessions", n, err)
 		}
 		for id, name := range names {
 			evs := eventsOf(t, s, id, checkpointd.EventDrainBlocked)
@@ -264,6 +276,9 @@ func TestDrainGate(t *testing.T) {
 		}
 		clock.Advance(time.Second)
 		complete(t, s, 2)
+		if n, err := s.NoteDrainBlocked(ctx, d.ID); err != nil || n != 0 {
+			t.Errorf("a repeated decision noted %d sessions again (%v)", n, err)
+		}
 		if n := len(eventsOf(t, s, stale.ID, checkpointd.EventDrainBlocked)); n != 1 {
 			t.Errorf("a repeated decision recorded again: %d drain.blocked events", n)
 		}

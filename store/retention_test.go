@@ -80,8 +80,12 @@ func TestRetentionCheckpoints(t *testing.T) {
 			if _, _, err := s.StartDrain(ctx, "retention test", "op"); err != nil {
 				t.Fatal(err)
 			}
-			if d, err := s.CompleteDrain(ctx, "op", 10); err != nil || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
+			d, err := s.CompleteDrain(ctx, "op", 10)
+			if err != nil || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
 				t.Fatalf("CompleteDrain: %+v %v", d, err)
+			}
+			if _, err := s.NoteDrainBlocked(ctx, d.ID); err != nil {
+				t.Fatal(err)
 			}
 			for range 4 {
 				mustWrite(t, s, bs, drainDoc(bs, headA))
