@@ -323,9 +323,11 @@ func (g *drainGate) set(v bool) {
 // could block a drain: one the client could have made succeed (400, 413,
 // 415, 422) or the daemon failed (5xx), never one refused for who asked
 // (401, 403), for what no longer exists (404, 410) or for a superseded run
-// (409). It runs in its own transaction, detached from the client's
-// connection; if it fails too, the store is failing and the gate's own
-// reads fail closed.
+// (409). Only a caller whose token covers the session's repo leaves a
+// record: a document is validated before the scope is checked, and a
+// token for other repos must not mark their sessions failed. It runs in
+// its own transaction, detached from the client's connection; if it fails
+// too, the store is failing and the gate's own reads fail closed.
 func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, cause error) {
 	p := problemFor(cause)
 	switch {
@@ -335,8 +337,11 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	default:
 		return
 	}
+	if sess, err := a.Store.GetSession(r.Context(), sessionID); err != nil || !principal(r).InScope(sess.Repo) {
+		return // unknown, gone, unreadable (the store is failing) or not the caller's
+	}
 	a.Errors.Record(r.Context(), checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite,
-		Code: p.Code, SessionID: sessionID, Detail: problemDetail(p)})
+		Code: p.Code, SessionID: sessionID, Detail: p.Detail})
 	// The run the document names, read leniently: a document too broken to
 	// name one is recorded too, since it cannot be shown to be another run's.
 	var named struct {

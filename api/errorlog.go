@@ -41,20 +41,3 @@ func (a *api) listErrors(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, newList(items, limit, func(e checkpointd.ErrorRecord) cursor { return cursor{Seq: e.ID} }))
 }
 
-// problemDetail is what a durable error keeps of a problem: its detail
-// and the paths and messages of its problems (the error record bounds
-// and redacts it). 5xx details are already generic.
-func problemDetail(p Problem) string {
-	var b strings.Builder
-	b.WriteString(p.Detail)
-	for _, pr := range p.Problems {
-		b.WriteString("; ")
-		b.WriteString(pr.Path)
-		b.WriteString(": ")
-		b.WriteString(pr.Message)
-		if b.Len() > checkpointd.MaxErrorDetail {
-			break
-		}
-	}
-	return b.String()
-}

@@ -162,11 +162,15 @@ func TestCheckpointWriteErrorsAreDurable(t *testing.T) {
 		bad := checkpointDoc(run, tok, func(d map[string]any) { d["stage"] = "nowhere" })
 		h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, bad).expect(t, 422, "invalid_checkpoint")
 		h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.token(checkpointd.RoleReader, nil), bad).expect(t, 403, "forbidden")
+		// An agent of other repos: the document is refused before the scope
+		// is checked, but it leaves no record on a session it cannot write.
+		outsider := h.token(checkpointd.RoleAgent, []string{"other/*"})
+		h.do("POST", "/v1/sessions/"+id+"/checkpoints", outsider, bad).expect(t, 422, "invalid_checkpoint")
 
 		got, _ := h.errorsList(t, h.reader, "") // scoped to acme/widgets
 		if len(got) != 1 || got[0].source != "checkpoint_write" || got[0].code != "invalid_checkpoint" ||
-			got[0].session != id || got[0].repo != "acme/widgets" || !strings.Contains(got[0].detail, "/stage") {
-			t.Fatalf("errors %+v", got)
+			got[0].session != id || got[0].repo != "acme/widgets" || strings.Count(got[0].detail, "/stage") != 1 {
+			t.Fatalf("errors %+v (want one record, its detail naming /stage once)", got)
 		}
 		if other, _ := h.errorsList(t, h.token(checkpointd.RoleReader, []string{"other/*"}), ""); len(other) != 0 {
 			t.Errorf("an other/* reader sees %+v", other)
