@@ -126,7 +126,7 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 		resp.NextCursor = &next
 	}
 	a.gate.set(resp.Draining)
-	a.observeDrain(st.Drain, st.Counts)
+	a.Metrics.SetDrain(st.Drain, st.Counts)
 	if !resp.Draining {
 		w.Header().Del(DrainHeader)
 	}
@@ -220,29 +220,12 @@ func (a *api) observeDecision(ctx context.Context, d *checkpointd.Drain) {
 	a.log.InfoContext(ctx, "drain decision", slog.String("drain", d.ID), slog.String("outcome", string(d.Decision.Outcome)),
 		slog.Int64("active", c.Active), slog.Int64("blocking", c.Blocking))
 	a.Metrics.DrainDecision(string(d.Decision.Outcome))
-	a.observeDrain(d, &c)
+	a.Metrics.SetDrain(d, &c)
 	if a.OnDrainDecision != nil {
 		a.OnDrainDecision(d.Decision.Outcome)
 	}
 }
 
-// observeDrain sets the drain gauges from a drain state this replica just
-// read or decided: the drain gating new work, if any, and its counts.
-func (a *api) observeDrain(d *checkpointd.Drain, c *checkpointd.DrainCounts) {
-	state := metrics.DrainNone
-	if d != nil && d.Gating {
-		state = metrics.DrainDraining
-		if d.State == checkpointd.DrainCompleted {
-			state = metrics.DrainCompleted
-		}
-	}
-	a.Metrics.SetDrainState(state)
-	if c != nil && state != metrics.DrainNone {
-		a.Metrics.SetDrainBlocking(c.Blocking)
-	} else {
-		a.Metrics.SetDrainBlocking(0)
-	}
-}
 
 // cancelDrain ends the open drain (operator): a running drain is
 // cancelled, a completed one lifted; new sessions and runs are admitted
@@ -251,7 +234,7 @@ func (a *api) cancelDrain(w http.ResponseWriter, r *http.Request) error {
 	d, err := a.Store.CancelDrain(r.Context(), principal(r).TokenID)
 	if err == nil || errors.Is(err, checkpointd.ErrNotFound) {
 		a.gate.set(false)
-		a.observeDrain(nil, nil)
+		a.Metrics.SetDrain(nil, nil)
 		w.Header().Del(DrainHeader)
 	}
 	if err != nil {

@@ -8,12 +8,14 @@
 package metrics
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/checkpointd/checkpointd"
 )
@@ -23,7 +25,8 @@ const Namespace = "checkpointd"
 
 // Metrics holds the collectors. Build it with New.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg      *prometheus.Registry
+	onScrape func(ctx context.Context)
 
 	checkpointWrites   *prometheus.CounterVec
 	checkpointWriteDur prometheus.Histogram
@@ -119,12 +122,33 @@ func (m *Metrics) Registry() *prometheus.Registry {
 }
 
 // Handler serves the exposition format (GET /metrics). A nil Metrics
-// serves 404.
+// serves 404. Each scrape first runs the OnScrape hook, if any.
 func (m *Metrics) Handler() http.Handler {
 	if m == nil {
 		return http.NotFoundHandler()
 	}
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		if m.onScrape != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), scrapeHookTimeout)
+			m.onScrape(ctx)
+			cancel()
+		}
+		return m.reg.Gather()
+	})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+// scrapeHookTimeout bounds OnScrape: a scrape answers even when the store
+// does not.
+const scrapeHookTimeout = 2 * time.Second
+
+// OnScrape sets fn to run before every scrape, to refresh gauges that
+// mirror shared state (the drain, which another replica may have changed).
+// Call it before serving.
+func (m *Metrics) OnScrape(fn func(ctx context.Context)) {
+	if m != nil {
+		m.onScrape = fn
+	}
 }
 
 // CheckpointWrite counts a checkpoint write request by outcome ("ok" or a
@@ -253,6 +277,24 @@ func (m *Metrics) SetDrainState(state string) {
 			v = 1
 		}
 		m.drainState.WithLabelValues(s).Set(v)
+	}
+}
+
+// SetDrain sets the drain gauges from a drain state just read or decided:
+// the drain gating new work (nil: none) and, while one gates, its counts.
+func (m *Metrics) SetDrain(d *checkpointd.Drain, c *checkpointd.DrainCounts) {
+	state := DrainNone
+	if d != nil && d.Gating {
+		state = DrainDraining
+		if d.State == checkpointd.DrainCompleted {
+			state = DrainCompleted
+		}
+	}
+	m.SetDrainState(state)
+	if c != nil && state != DrainNone {
+		m.SetDrainBlocking(c.Blocking)
+	} else {
+		m.SetDrainBlocking(0)
 	}
 }
 

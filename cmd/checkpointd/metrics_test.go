@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -53,4 +54,43 @@ func TestServeMetrics(t *testing.T) {
 	if _, err := http.Get("http://" + m[1] + "/metrics"); err == nil {
 		t.Errorf("the metrics listener still answers after serve returned")
 	}
+}
+
+// TestServeMetricsDrainAcrossReplicas: two replicas on one PostgreSQL; a
+// drain started through one shows in the other's gauges at its next
+// scrape, and its end too, though the other served no drain call.
+func TestServeMetricsDrainAcrossReplicas(t *testing.T) {
+	url := backendURL(t, storetest.Postgres)
+	env := environ{"CHECKPOINTD_KEY": "k1 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
+	dirA := t.TempDir()
+	a := startServe(t, env, storeArgs(dirA, url)...)
+	b := startServe(t, env, storeArgs(t.TempDir(), url)...)
+	tok, err := os.ReadFile(tokenPath(dirA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := strings.TrimSpace(string(tok))
+	if _, text := scrapeText(t, b.URL+"/metrics"); !strings.Contains(text, `checkpointd_drain_state{state="none"} 1`) {
+		t.Fatalf("before the drain, b says:\n%s", grepLines(text, "checkpointd_drain"))
+	}
+	call(t, "POST", a.URL+"/v1/drain", op, map[string]any{"reason": "deploy"}).expect(t, http.StatusCreated)
+	if _, text := scrapeText(t, b.URL+"/metrics"); !strings.Contains(text, `checkpointd_drain_state{state="draining"} 1`) ||
+		!strings.Contains(text, `checkpointd_drain_state{state="none"} 0`) {
+		t.Fatalf("a drain started on a: b says:\n%s", grepLines(text, "checkpointd_drain"))
+	}
+	call(t, "POST", a.URL+"/v1/drain/cancel", op, nil).expect(t, http.StatusOK)
+	if _, text := scrapeText(t, b.URL+"/metrics"); !strings.Contains(text, `checkpointd_drain_state{state="none"} 1`) {
+		t.Fatalf("the drain cancelled on a: b says:\n%s", grepLines(text, "checkpointd_drain"))
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

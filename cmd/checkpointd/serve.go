@@ -180,6 +180,15 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log, Reconciler: reconciler,
 		Verifier: reconciler, Metrics: m, Errors: errs,
 	}
+	// The drain gauges mirror the store at every scrape: another replica
+	// may have started or ended the drain, and a restart keeps a running
+	// one. A scrape the store cannot answer keeps the last values (the
+	// failure is counted in checkpointd_store_errors_total).
+	m.OnScrape(func(ctx context.Context) {
+		if st, err := s.DrainStatus(ctx, store.DrainQuery{Limit: 1}); err == nil {
+			m.SetDrain(st.Drain, st.Counts)
+		}
+	})
 	var metricsSrv *http.Server
 	var metricsLn net.Listener
 	if addr := c.String("metrics-listen"); addr != "" {
