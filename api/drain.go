@@ -320,11 +320,16 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	default:
 		return
 	}
-	if sess, err := a.Store.GetSession(r.Context(), sessionID); err != nil || !principal(r).InScope(sess.Repo) {
+	// One bound for all of it: a store that hangs must not hold the answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if sess, err := a.Store.GetSession(ctx, sessionID); err != nil || !principal(r).InScope(sess.Repo) {
 		return // unknown, gone, unreadable (the store is failing) or not the caller's
 	}
-	a.Errors.Record(r.Context(), checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite,
-		Code: p.Code, SessionID: sessionID, Detail: p.Detail})
+	if !errors.Is(cause, checkpointd.ErrStoreUnavailable) { // that one is counted in the store's metrics
+		a.Errors.Record(ctx, checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite,
+			Code: p.Code, SessionID: sessionID, Detail: p.Detail})
+	}
 	// The run the document names, read leniently: a document too broken to
 	// name one is recorded too, since it cannot be shown to be another run's.
 	var named struct {
@@ -334,8 +339,6 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	if !checkpointd.ValidID(named.RunID) {
 		named.RunID = ""
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-	defer cancel()
 	recorded, err := a.Store.RecordWriteFailure(ctx, sessionID, named.RunID, p.Code)
 	if err != nil {
 		a.log.ErrorContext(ctx, "drain: cannot record a failed checkpoint write", slog.String("session", sessionID),
