@@ -226,7 +226,6 @@ func (a *api) observeDecision(ctx context.Context, d *checkpointd.Drain) {
 	}
 }
 
-
 // cancelDrain ends the open drain (operator): a running drain is
 // cancelled, a completed one lifted; new sessions and runs are admitted
 // again. 404 when no drain is open.

@@ -40,4 +40,3 @@ func (a *api) listErrors(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, newList(items, limit, func(e checkpointd.ErrorRecord) cursor { return cursor{Seq: e.ID} }))
 }
-

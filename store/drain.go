@@ -470,7 +470,6 @@ ORDER BY id LIMIT ?`), limit); err != nil {
 // statement: memory stays bounded however many sessions are active.
 const decisionChunk = 1000
 
-
 type completedEvent struct {
 	DrainID string                   `json:"drain_id"`
 	Outcome checkpointd.DrainOutcome `json:"outcome"`
