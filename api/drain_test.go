@@ -280,10 +280,11 @@ func TestDrainScenario(t *testing.T) {
 		if got := ver.lastAsked(); !slices.Equal(got, []string{ag.id}) {
 			t.Errorf("the gate asked reconcile about %v, want only %s", got, ag.id)
 		}
+		// Every active session's log records the decision, blocking or not
+		// (the gate writes the notes after its answer, in the same request).
 		for _, a := range all {
-			n := count(h.eventKinds(a), checkpointd.EventDrainBlocked)
-			if wantN := len(want[a.name]); min(wantN, 1) != n {
-				t.Errorf("%s: %d drain.blocked events", a.name, n)
+			if n := count(h.eventKinds(a), checkpointd.EventDrainBlocked); n != 1 {
+				t.Errorf("%s: %d drain.blocked events, want 1", a.name, n)
 			}
 		}
 

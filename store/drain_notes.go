@@ -9,72 +9,129 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
+// blockedEvent is a blocked decision as a session's log records it: the
+// session's own part in it (ready, or its reasons).
 type blockedEvent struct {
 	DrainID string                    `json:"drain_id"`
 	Outcome checkpointd.DrainOutcome  `json:"outcome"`
+	Ready   bool                      `json:"ready"`
 	Reasons []checkpointd.BlockReason `json:"reasons"`
 	Missing []string                  `json:"missing,omitempty"`
 }
 
-// NoteDrainBlocked records that drainID was blocked, with each session's
-// reasons, in the event log of every session that blocks it and whose log
-// has no such note of this drain yet. Once per drain and session: what
-// changes a session later is in its log as its own event
-// (checkpoint.written, validity.changed, ...), and the drain row keeps
-// every decision's counts; retrying complete in a loop thus costs neither
-// 5k events nor 5k row locks per attempt.
+// NoteDrainBlocked records the blocked decisions of drainID in the event
+// log of every active session, with the session's part in it: its reasons,
+// or that it is ready. A session's log is told once per drain, and again
+// only when what the decision says about it changed (it blocked and is
+// ready now, or the reverse): what changes a session in between is in its
+// log as its own events (checkpoint.written, validity.changed, ...), the
+// drain row keeps every decision's counts, and a script retrying complete
+// in a loop does not write 100k events per attempt.
 //
 // The gate runs it after it answered a blocked decision: that decision is
-// durable on the drain row already, and 5k events would hold the answer
-// back by hundreds of milliseconds. Each chunk of sessions is its own
-// short transaction, so agents' writes are not held up either. A note lost
-// to a crash is written by the next decision's call. It stops when the
-// drain is no longer running and returns how many sessions it noted.
+// durable on the drain row already, and the notes would hold the answer
+// back (one row update and one event per session noted; the first call of
+// a drain notes every active session). Each chunk of sessions is its own
+// short transaction, so agents' writes are not held up for long. A note
+// lost to a crash is written by the next decision's call. It stops when
+// the drain is no longer running and returns how many sessions it noted.
 // Errors: ErrStoreUnavailable.
 func (s *Store) NoteDrainBlocked(ctx context.Context, drainID string) (int, error) {
-	total := 0
-	for after := ""; ; {
-		var selected, noted int
-		var last string
-		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-			selected, noted = 0, 0
-			row, err := openDrain(ctx, tx)
-			if err != nil || row == nil || row.ID != drainID || row.State != string(checkpointd.DrainRunning) {
-				return err
-			}
-			selected, noted, last, err = s.noteBlockedChunk(ctx, tx, drainID, fromMicros(row.StartedAt), s.now(), after)
-			return err
-		})
-		if err != nil || selected == 0 {
-			return total, err
-		}
-		total, after = total+noted, last
+	start, err := s.runningDrainStart(ctx, drainID)
+	if err != nil || start == nil {
+		return 0, err
 	}
+	total := 0
+	for _, ready := range []bool{false, true} {
+		for after := ""; ; {
+			// Found on a reader: the write lock is taken only for sessions
+			// to note, and the update checks each again.
+			ids, err := s.toNote(ctx, *start, ready, after)
+			if err != nil || len(ids) == 0 {
+				if err != nil {
+					return total, err
+				}
+				break
+			}
+			after = ids[len(ids)-1]
+			var noted int
+			err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+				noted = 0
+				row, err := openDrain(ctx, tx)
+				if err != nil || row == nil || row.ID != drainID || row.State != string(checkpointd.DrainRunning) {
+					return err
+				}
+				noted, err = s.note(ctx, tx, drainID, *start, s.now(), ready, ids)
+				return err
+			})
+			if err != nil {
+				return total, err
+			}
+			total += noted
+		}
+	}
+	return total, nil
 }
 
-// noteBlockedChunk notes up to decisionChunk blocking sessions with ids
-// after after; it returns how many it looked at and noted, and the last id.
-func (s *Store) noteBlockedChunk(ctx context.Context, tx *sqlx.Tx, drainID string, start, now time.Time, after string) (selected, noted int, last string, err error) {
-	const unnoted = ` AND (drain_noted_at IS NULL OR drain_noted_at < ?)`
+// runningDrainStart is when drainID started, or nil when it is not the
+// running drain.
+func (s *Store) runningDrainStart(ctx context.Context, drainID string) (*time.Time, error) {
+	row, err := openDrain(ctx, s.rdb)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	if row == nil || row.ID != drainID || row.State != string(checkpointd.DrainRunning) {
+		return nil, nil
+	}
+	t := fromMicros(row.StartedAt)
+	return &t, nil
+}
+
+// notedOtherwise selects the sessions whose log does not say what the
+// drain that started at its parameter thinks of them (ready or not): not
+// noted since the drain started, or noted the other way.
+const notedOtherwise = ` AND (drain_noted_at IS NULL OR drain_noted_at < ? OR drain_noted_ready <> ?)`
+
+// toNote returns up to decisionChunk sessions with ids after after to
+// note: the blocking ones (found through the partial index) or the ready
+// ones (every active session is read).
+func (s *Store) toNote(ctx context.Context, start time.Time, ready bool, after string) ([]string, error) {
+	from, which := s.blocking(), blockingWhere
+	if ready {
+		from, which = `sessions`, readyWhere
+	}
 	var ids []string
-	if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM `+s.blocking()+` WHERE `+blockingWhere+unnoted+`
-AND id > ? ORDER BY id LIMIT ?`), micros(start), after, decisionChunk); err != nil || len(ids) == 0 {
-		return 0, 0, after, err
+	err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM `+from+` WHERE `+which+notedOtherwise+`
+AND id > ? ORDER BY id LIMIT ?`), micros(start), ready, after, decisionChunk)
+	return ids, s.classify(err)
+}
+
+// note records the decision in the logs of those of ids that still need
+// it, and returns how many it noted.
+func (s *Store) note(ctx context.Context, tx *sqlx.Tx, drainID string, start, now time.Time, ready bool, ids []string) (int, error) {
+	which := blockingWhere
+	if ready {
+		which = readyWhere
 	}
 	var rows []blockerRow
-	if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1, drain_noted_at = ?
-WHERE id IN (?) AND `+blockingWhere+unnoted+`
-RETURNING `+blockerColumns+`, event_seq, checkpoint_seq`, micros(now), ids, micros(start)); err != nil {
-		return 0, 0, after, err
+	if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1, drain_noted_at = ?, drain_noted_ready = ?
+WHERE id IN (?) AND `+which+notedOtherwise+`
+RETURNING `+blockerColumns+`, event_seq, checkpoint_seq`, micros(now), ready, ids, micros(start), ready); err != nil {
+		return 0, err
 	}
 	evs := make([]eventInsert, len(rows))
 	for i := range rows {
 		b := rows[i].blocker(start)
+		data := blockedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeBlocked, Ready: ready,
+			Reasons: b.Reasons, Missing: b.Missing}
+		if data.Reasons == nil {
+			data.Reasons = []checkpointd.BlockReason{}
+		}
 		evs[i] = eventInsert{sessionID: b.SessionID, seq: rows[i].EventSeq, kind: checkpointd.EventDrainBlocked,
-			checkpointSeq: rows[i].CheckpointSeq, data: blockedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeBlocked, Reasons: b.Reasons, Missing: b.Missing}}
+			checkpointSeq: rows[i].CheckpointSeq, data: data}
 	}
-	if err := insertEvents(ctx, tx, now, evs); err != nil {
-		return 0, 0, after, err
-	}
-	return len(ids), len(rows), ids[len(ids)-1], nil
+	return len(rows), insertEvents(ctx, tx, now, evs)
 }
+
+// readyWhere is the complement of blockingWhere among active sessions.
+const readyWhere = `state = 'active' AND drain_ready AND validity = 'valid'`

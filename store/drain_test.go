@@ -231,8 +231,9 @@ func TestDrainGate(t *testing.T) {
 		}
 
 		// A blocked decision: stored on the drain; NoteDrainBlocked, which
-		// the gate runs after answering, records it once per drain in each
-		// blocking session's log with its reasons.
+		// the gate runs after answering, records it in every active
+		// session's log with the session's part in it: its reasons, or
+		// ready.
 		clock.Advance(time.Second)
 		dec := complete(t, s, 2)
 		if dec.Decision.Outcome != checkpointd.DrainOutcomeBlocked || dec.State != checkpointd.DrainRunning ||
@@ -247,40 +248,70 @@ func TestDrainGate(t *testing.T) {
 		if n, err := s.NoteDrainBlocked(ctx, "drn_other"); err != nil || n != 0 {
 			t.Errorf("NoteDrainBlocked of another drain = %d, %v; want nothing noted", n, err)
 		}
-		if n, err := s.NoteDrainBlocked(ctx, d.ID); err != nil || n != 7 {
-			t.Fatalf("NoteDrainBlocked = %d, %v; want the 7 blocking sessions", n, err)
+		if n, err := s.NoteDrainBlocked(ctx, d.ID); err != nil || n != 8 {
+			t.Fatalf("NoteDrainBlocked = %d, %v; want the 8 active sessions", n, err)
+		}
+		type noted struct {
+			DrainID string                    `json:"drain_id"`
+			Outcome string                    `json:"outcome"`
+			Ready   bool                      `json:"ready"`
+			Reasons []checkpointd.BlockReason `json:"reasons"`
+			Missing []string                  `json:"missing"`
+		}
+		notes := func(id string) []noted {
+			var out []noted
+			for _, e := range eventsOf(t, s, id, checkpointd.EventDrainBlocked) {
+				var n noted
+				if err := json.Unmarshal(e.Data, &n); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, n)
+			}
+			return out
 		}
 		for id, name := range names {
-			evs := eventsOf(t, s, id, checkpointd.EventDrainBlocked)
+			evs := notes(id)
 			switch {
-			case name == "ready" || name == "ended":
+			case name == "ended":
 				if len(evs) != 0 {
-					t.Errorf("%s: %d drain.blocked events; a session that does not block is not told it does", name, len(evs))
+					t.Errorf("ended: %d drain.blocked events; an ended session is not concerned", len(evs))
 				}
 			case len(evs) != 1:
 				t.Errorf("%s: %d drain.blocked events, want 1", name, len(evs))
+			case evs[0].DrainID != d.ID || evs[0].Outcome != "blocked":
+				t.Errorf("%s: drain.blocked %+v", name, evs[0])
+			case name == "ready":
+				if !evs[0].Ready || len(evs[0].Reasons) != 0 {
+					t.Errorf("ready: noted %+v, want ready without reasons", evs[0])
+				}
 			default:
-				var data struct {
-					DrainID string                    `json:"drain_id"`
-					Reasons []checkpointd.BlockReason `json:"reasons"`
-					Missing []string                  `json:"missing"`
+				if evs[0].Ready || !slices.Equal(evs[0].Reasons, want[name]) {
+					t.Errorf("%s: noted %+v, want reasons %v", name, evs[0], want[name])
 				}
-				_ = json.Unmarshal(evs[0].Data, &data)
-				if data.DrainID != d.ID || !slices.Equal(data.Reasons, want[name]) {
-					t.Errorf("%s: drain.blocked %s", name, evs[0].Data)
-				}
-				if name == "incomplete" && len(data.Missing) != 2 {
-					t.Errorf("incomplete: event without the missing rules: %s", evs[0].Data)
+				if name == "incomplete" && len(evs[0].Missing) != 2 {
+					t.Errorf("incomplete: event without the missing rules: %+v", evs[0])
 				}
 			}
 		}
+		// A repeated decision: nothing changed, nothing is noted again.
 		clock.Advance(time.Second)
 		complete(t, s, 2)
 		if n, err := s.NoteDrainBlocked(ctx, d.ID); err != nil || n != 0 {
 			t.Errorf("a repeated decision noted %d sessions again (%v)", n, err)
 		}
-		if n := len(eventsOf(t, s, stale.ID, checkpointd.EventDrainBlocked)); n != 1 {
+		if n := len(notes(stale.ID)); n != 1 {
 			t.Errorf("a repeated decision recorded again: %d drain.blocked events", n)
+		}
+		// The stale session catches up: the next decision tells it it is
+		// ready now, and only it.
+		clock.Advance(time.Second)
+		mustWrite(t, s, stale, drainDoc(stale, headB))
+		complete(t, s, 2)
+		if n, err := s.NoteDrainBlocked(ctx, d.ID); err != nil || n != 1 {
+			t.Errorf("after the stale session caught up: noted %d, %v; want 1", n, err)
+		}
+		if got := notes(stale.ID); len(got) != 2 || !got[1].Ready {
+			t.Errorf("the caught-up session's notes %+v, want a second one saying ready", got)
 		}
 
 		// Everyone fixes their state (or ends): the drain completes.
