@@ -19,17 +19,28 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// drainCommand drives the drain of a running daemon over HTTP: start,
-// status (optionally waiting until nothing blocks), complete, cancel.
-func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag, stdout io.Writer) *cli.Command {
+// operatorFlags returns a builder of the flags of a CLI word that calls a
+// running daemon with the operator token: --url and --token (clientFlags),
+// --data-dir (where operator.token is read), --request-timeout, --json
+// when withJSON, then the word's own.
+func operatorFlags(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag, timeout time.Duration, timeoutUsage string, withJSON bool) func(extra ...cli.Flag) []cli.Flag {
 	common := append(append([]cli.Flag{}, clientFlags...),
 		&cli.StringFlag{Name: "data-dir", Value: "data", Sources: from("CHECKPOINTD_DATA_DIR"),
 			Usage: "where operator.token is read from when no --token is given"},
-		&cli.DurationFlag{Name: "request-timeout", Value: 2 * time.Minute,
-			Usage: "how long one request may take (completing a drain writes an event per active session)"})
-	withJSON := func(extra ...cli.Flag) []cli.Flag {
-		return append(append(append([]cli.Flag{}, common...), &cli.BoolFlag{Name: "json", Usage: "print the daemon's JSON answer"}), extra...)
+		&cli.DurationFlag{Name: "request-timeout", Value: timeout, Usage: timeoutUsage})
+	if withJSON {
+		common = append(common, &cli.BoolFlag{Name: "json", Usage: "print the daemon's JSON answer"})
 	}
+	return func(extra ...cli.Flag) []cli.Flag {
+		return append(append([]cli.Flag{}, common...), extra...)
+	}
+}
+
+// drainCommand drives the drain of a running daemon over HTTP: start,
+// status (optionally waiting until nothing blocks), complete, cancel.
+func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag, stdout io.Writer) *cli.Command {
+	withJSON := operatorFlags(from, clientFlags, 2*time.Minute,
+		"how long one request may take (completing a drain writes an event per active session)", true)
 	limit := &cli.IntFlag{Name: "limit", Value: 20, Usage: "how many blocking sessions to list (1-500)"}
 	return &cli.Command{
 		Name:  "drain",

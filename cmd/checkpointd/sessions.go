@@ -21,13 +21,8 @@ import (
 // sessionsCommand lists, shows and force-clears the sessions of a running
 // daemon over HTTP, with an operator token.
 func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag, stdout io.Writer) *cli.Command {
-	common := append(append([]cli.Flag{}, clientFlags...),
-		&cli.StringFlag{Name: "data-dir", Value: "data", Sources: from("CHECKPOINTD_DATA_DIR"),
-			Usage: "where operator.token is read from when no --token is given"},
-		&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "how long one request may take"})
-	withJSON := func(extra ...cli.Flag) []cli.Flag {
-		return append(append(append([]cli.Flag{}, common...), &cli.BoolFlag{Name: "json", Usage: "print the daemon's JSON answer"}), extra...)
-	}
+	withJSON := operatorFlags(from, clientFlags, 30*time.Second, "how long one request may take", true)
+	plain := operatorFlags(from, clientFlags, 30*time.Second, "how long one request may take", false)
 	return &cli.Command{
 		Name:  "sessions",
 		Usage: "list, show and force-clear the sessions of a running daemon",
@@ -116,7 +111,7 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 				Name:      "drop",
 				Usage:     "force-clear a session with its checkpoints, runs, leases and events (DELETE /v1/sessions/{id}); irreversible, so --yes is required",
 				ArgsUsage: "ID",
-				Flags: append(append([]cli.Flag{}, common...),
+				Flags: plain(
 					&cli.StringFlag{Name: "reason", Required: true, Usage: "why, kept (redacted) in the session's tombstone"},
 					&cli.BoolFlag{Name: "yes", Usage: "confirm: the session cannot be restored"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
