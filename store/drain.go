@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -531,42 +530,6 @@ func selectIn(ctx context.Context, tx *sqlx.Tx, dest any, q string, args ...any)
 		return err
 	}
 	return tx.SelectContext(ctx, dest, tx.Rebind(q), args...)
-}
-
-// eventInsert is one event at a seq already reserved on its session row.
-type eventInsert struct {
-	sessionID string
-	seq       int64
-	kind      string
-	runID     string
-	data      any
-	// checkpointSeq is the checkpoint the event refers to (0: none).
-	checkpointSeq int64
-}
-
-// insertEvents appends events with multi-row inserts: a drain decision may
-// concern every active session.
-func insertEvents(ctx context.Context, tx *sqlx.Tx, at time.Time, evs []eventInsert) error {
-	const chunk = 500
-	for len(evs) > 0 {
-		part := evs[:min(chunk, len(evs))]
-		evs = evs[len(part):]
-		values := make([]string, len(part))
-		args := make([]any, 0, len(part)*7)
-		for i, e := range part {
-			data, err := jsonMarshal(e.data)
-			if err != nil {
-				return err
-			}
-			values[i] = "(?, ?, ?, ?, ?, ?, ?)"
-			args = append(args, e.sessionID, e.seq, micros(at), e.kind, e.runID, data, nullIfZero(e.checkpointSeq))
-		}
-		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data, checkpoint_seq) VALUES `+
-			strings.Join(values, ", ")), args...); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // RecordWriteFailure records durably that a checkpoint write to a session

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -95,11 +96,41 @@ func appendCheckpointEvent(ctx context.Context, tx *sqlx.Tx, sessionID string, a
 RETURNING event_seq, checkpoint_seq`), sessionID).Scan(&seq, &ck); err != nil {
 		return err
 	}
-	b, err := json.Marshal(data)
-	if err != nil {
-		return err
+	return insertEvents(ctx, tx, at, []eventInsert{{sessionID: sessionID, seq: seq, kind: kind, data: data, checkpointSeq: ck}})
+}
+
+// eventInsert is one event at a seq already reserved on its session row.
+type eventInsert struct {
+	sessionID string
+	seq       int64
+	kind      string
+	runID     string
+	data      any
+	// checkpointSeq is the checkpoint the event refers to (0: none).
+	checkpointSeq int64
+}
+
+// insertEvents appends events with multi-row inserts: a drain decision may
+// concern every active session.
+func insertEvents(ctx context.Context, tx *sqlx.Tx, at time.Time, evs []eventInsert) error {
+	const chunk = 500
+	for len(evs) > 0 {
+		part := evs[:min(chunk, len(evs))]
+		evs = evs[len(part):]
+		values := make([]string, len(part))
+		args := make([]any, 0, len(part)*7)
+		for i, e := range part {
+			data, err := jsonMarshal(e.data)
+			if err != nil {
+				return err
+			}
+			values[i] = "(?, ?, ?, ?, ?, ?, ?)"
+			args = append(args, e.sessionID, e.seq, micros(at), e.kind, e.runID, data, nullIfZero(e.checkpointSeq))
+		}
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data, checkpoint_seq) VALUES `+
+			strings.Join(values, ", ")), args...); err != nil {
+			return err
+		}
 	}
-	_, err = tx.ExecContext(ctx, tx.Rebind(`INSERT INTO events (session_id, seq, at, kind, run_id, data, checkpoint_seq)
-VALUES (?, ?, ?, ?, ?, ?, ?)`), sessionID, seq, micros(at), kind, "", string(b), nullIfZero(ck))
-	return err
+	return nil
 }
