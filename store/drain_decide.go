@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// errDrainRaced reports a session that stopped being ready between the
+// index read and locking every active row; the decision is taken again.
+var errDrainRaced = errors.New("a session changed while the drain was being completed")
+
+// CompleteDrain asks the gate to complete the open drain. It answers the
+// drain with the decision taken: completed when no active session blocks it
+// (the drain is then completed), blocked otherwise, with the counts and the
+// first limit blocking sessions by id. Either way the decision is stored on
+// the drain. A completion is recorded in every active session's log in the
+// same transaction; a blocked decision is recorded in every active
+// session's log by NoteDrainBlocked, which the caller runs after it
+// answered. A completion locks every active session row and checks it
+// again, so no session that stopped being ready concurrently is passed. A
+// completed drain is answered as it is.
+// Errors: ErrNotFound (no open drain), ErrStoreUnavailable: no decision is
+// taken from state that could not be read.
+func (s *Store) CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+	for attempt := 0; ; attempt++ {
+		d, err := s.decideDrain(ctx, by, limit)
+		if errors.Is(err, errDrainRaced) && attempt < 3 {
+			continue
+		}
+		return d, err
+	}
+}
+
+func (s *Store) decideDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+	now := s.now()
+	var out *checkpointd.Drain
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		// Locking the drain row serialises decisions and cancels of a drain.
+		var row drainRow
+		err := tx.GetContext(ctx, &row, `UPDATE drains SET decisions = decisions + 1
+WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
+		if errors.Is(err, sql.ErrNoRows) {
+			cur, err := openDrain(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if cur == nil {
+				return fmt.Errorf("no drain is open: %w", checkpointd.ErrNotFound)
+			}
+			out, err = cur.drain()
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		start := fromMicros(row.StartedAt)
+		dec := checkpointd.DrainDecision{At: now, By: by, Blocking: []checkpointd.DrainBlocker{}}
+		counts, err := s.countDrain(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if counts.Blocking > 0 {
+			// The blocking sessions' logs are told afterwards
+			// (NoteDrainBlocked): the decision does not wait on 5k events.
+			dec.Outcome, dec.Counts = checkpointd.DrainOutcomeBlocked, counts
+			var head []blockerRow
+			if err := tx.SelectContext(ctx, &head, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.blocking()+` WHERE `+blockingWhere+`
+ORDER BY id LIMIT ?`), limit); err != nil {
+				return err
+			}
+			for i := range head {
+				dec.Blocking = append(dec.Blocking, head[i].blocker(start))
+			}
+		} else {
+			// The index says nothing blocks: lock every active session and
+			// check each row again, so the completion holds at commit.
+			n, err := s.noteCompleted(ctx, tx, row.ID, now)
+			if err != nil {
+				return err
+			}
+			dec.Counts = checkpointd.DrainCounts{Active: n, Ready: n}
+			dec.Outcome = checkpointd.DrainOutcomeCompleted
+			row.State, row.EndedAt, row.EndedBy = string(checkpointd.DrainCompleted), sql.NullInt64{Int64: micros(now), Valid: true}, by
+		}
+		decJSON, err := jsonMarshal(dec)
+		if err != nil {
+			return err
+		}
+		row.Decision = decJSON
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE drains SET state = ?, ended_at = ?, ended_by = ?, decision = ? WHERE id = ?`),
+			row.State, row.EndedAt, row.EndedBy, row.Decision, row.ID); err != nil {
+			return err
+		}
+		out, err = row.drain()
+		return err
+	})
+	return out, err
+}
+
+// decisionChunk is how many sessions a decision locks and records per
+// statement: memory stays bounded however many sessions are active.
+const decisionChunk = 1000
+
+type completedEvent struct {
+	DrainID string                   `json:"drain_id"`
+	Outcome checkpointd.DrainOutcome `json:"outcome"`
+	// CheckpointSeq is the checkpoint the completion vouched for: what
+	// the session resumes from after the restart.
+	CheckpointSeq int64 `json:"checkpoint_seq"`
+}
+
+// noteCompleted locks every active session, chunk by chunk in id order,
+// checks each is still ready and records the completion in its log. It
+// returns how many sessions it recorded, or errDrainRaced when one stopped
+// being ready after the gate counted.
+func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, now time.Time) (int64, error) {
+	var n int64
+	for after := ""; ; {
+		var rows []struct {
+			ID            string `db:"id"`
+			EventSeq      int64  `db:"event_seq"`
+			Ready         bool   `db:"drain_ready"`
+			Validity      string `db:"validity"`
+			CheckpointSeq int64  `db:"checkpoint_seq"`
+		}
+		var ids []string
+		if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM sessions WHERE state = 'active' AND id > ? ORDER BY id LIMIT ?`),
+			after, decisionChunk); err != nil {
+			return 0, err
+		}
+		if len(ids) == 0 {
+			return n, nil
+		}
+		after = ids[len(ids)-1]
+		// Only event_seq changes: no indexed column, so PostgreSQL may
+		// update in place (HOT) and leave the indexes alone.
+		if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1 WHERE id IN (?) AND state = 'active'
+RETURNING id, event_seq, drain_ready, validity, checkpoint_seq`, ids); err != nil {
+			return 0, err
+		}
+		evs := make([]eventInsert, len(rows))
+		for i, r := range rows {
+			if !r.Ready || r.Validity != string(checkpointd.ValidityValid) {
+				return 0, errDrainRaced
+			}
+			evs[i] = eventInsert{sessionID: r.ID, seq: r.EventSeq, kind: checkpointd.EventDrainCompleted,
+				checkpointSeq: r.CheckpointSeq, data: completedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeCompleted, CheckpointSeq: r.CheckpointSeq}}
+		}
+		if err := insertEvents(ctx, tx, now, evs); err != nil {
+			return 0, err
+		}
+		n += int64(len(rows))
+	}
+}
