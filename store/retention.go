@@ -200,8 +200,12 @@ func pairsWhere(rows []keyPair) (string, []any) {
 	return "(" + strings.Join(parts, " OR ") + ")", args
 }
 
-// afterCursor is the keyset condition past cur.
-const afterCursor = `(session_id > ? OR (session_id = ? AND seq > ?))`
+// afterCursor is the keyset condition past cur. It is a row-value
+// comparison because PostgreSQL turns only that form into an index bound
+// (Index Cond on the primary key); the equivalent OR form is a filter, so
+// every batch would walk the index from its start. SQLite bounds its search
+// by the row value too.
+const afterCursor = `(session_id, seq) > (?, ?)`
 
 // pruneCheckpoints deletes up to batch checkpoints that are neither among
 // their session's latest keep nor referred to by an event. The candidates
@@ -213,7 +217,7 @@ func (s *Store) pruneCheckpoints(ctx context.Context, cur *cursor, keep int64, b
 WHERE `+strings.ReplaceAll(afterCursor, "session_id", "c.session_id")+`
 AND c.seq <= (SELECT s.checkpoint_seq FROM sessions s WHERE s.id = c.session_id) - ?
 AND `+unreferenced+`
-ORDER BY c.session_id, c.seq LIMIT ?`), cur.sessionID, cur.sessionID, cur.seq, keep, batch); err != nil {
+ORDER BY c.session_id, c.seq LIMIT ?`), cur.sessionID, cur.seq, keep, batch); err != nil {
 		return 0, false, s.classify(err)
 	}
 	if len(rows) == 0 {
@@ -240,7 +244,7 @@ func (s *Store) pruneEvents(ctx context.Context, cur *cursor, before time.Time, 
 	var rows []keyPair
 	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(`SELECT session_id, seq FROM events
 WHERE `+afterCursor+` AND at < ? ORDER BY session_id, seq LIMIT ?`),
-		cur.sessionID, cur.sessionID, cur.seq, micros(before), batch); err != nil {
+		cur.sessionID, cur.seq, micros(before), batch); err != nil {
 		return 0, false, s.classify(err)
 	}
 	if len(rows) == 0 {

@@ -293,3 +293,46 @@ func TestRetentionStopsOnCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestRetentionPagesAcrossSessions: with Batch=2 a pass needs many
+// transactions that each resume where the last stopped, across session
+// boundaries and in the middle of a session; it ends exactly where a pass
+// in one batch ends, and a second pass finds nothing.
+func TestRetentionPagesAcrossSessions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		var ids []string
+		for i := range 5 {
+			sess := drainSession(t, s, "acme/widgets", "author", "fix-"+string(rune('a'+i)))
+			for range 5 + i {
+				clock.Advance(time.Second)
+				mustWrite(t, s, sess, drainDoc(sess, headA))
+			}
+			ids = append(ids, sess.ID)
+		}
+		clock.Advance(10 * day)
+		got, err := s.ApplyRetention(ctx, store.Retention{KeepCheckpoints: 2, EventAge: 5 * day, Batch: 2})
+		if err != nil {
+			t.Fatalf("ApplyRetention: %v", err)
+		}
+		// Checkpoints 3+4+5+6+7 beyond the latest 2 of each; every event
+		// (2 per session, 1 more per checkpoint) is older than 5 days.
+		if got.Checkpoints != 25 || got.Events != 5*2+35 || got.Batches < 13+23 {
+			t.Errorf("pass removed %+v, want 25 checkpoints and 45 events in at least 36 transactions", got)
+		}
+		for i, id := range ids {
+			n := int64(5 + i)
+			if diff := cmp.Diff([]int64{n - 1, n}, keptSeqs(t, s, id)); diff != "" {
+				t.Errorf("session %d: kept checkpoints (-want +got):\n%s", i, diff)
+			}
+			if evs, err := s.ListEvents(ctx, id, 0, 50); err != nil || len(evs) != 0 {
+				t.Errorf("session %d: %d events left, %v", i, len(evs), err)
+			}
+		}
+		if again, err := s.ApplyRetention(ctx, store.Retention{KeepCheckpoints: 2, EventAge: 5 * day, Batch: 2}); err != nil || again.Total() != 0 {
+			t.Errorf("second pass: %+v %v", again, err)
+		}
+	})
+}
