@@ -53,12 +53,31 @@ func goneExtra(g *checkpointd.GoneError) map[string]any {
 	return map[string]any{"session_id": g.Tombstone.SessionID, "kind": g.Tombstone.Kind, "at": g.Tombstone.At}
 }
 
+// tombstoneExtra is the whole tombstone, for an operator's 410: who removed
+// the session, why (redacted when it was stored) and what went with it.
+// It is the audit record of the removal, and operators are who may clear.
+func tombstoneExtra(t *checkpointd.Tombstone) map[string]any {
+	return map[string]any{"session_id": t.SessionID, "repo": t.Repo, "role": t.Role, "kind": t.Kind, "at": t.At,
+		"by": t.By, "reason": t.Reason, "session_state": t.SessionState, "session_created_at": t.SessionCreatedAt,
+		"removed": t.Removed}
+}
+
 // goneInScope answers a tombstoned session outside the caller's scope as
-// forbidden, as a live one would be: a 410 would tell when it went.
+// forbidden, as a live one would be: a 410 would tell when it went. An
+// operator's 410 carries the whole tombstone; other roles get its kind
+// and time only (goneExtra).
 func goneInScope(r *http.Request, err error) error {
 	var ge *checkpointd.GoneError
-	if errors.As(err, &ge) && !principal(r).InScope(ge.Tombstone.Repo) {
+	if !errors.As(err, &ge) {
+		return err
+	}
+	p := principal(r)
+	if !p.InScope(ge.Tombstone.Repo) {
 		return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, ge.Tombstone.Repo)
+	}
+	var pe *ProblemError
+	if p.Can(checkpointd.RoleOperator) && !errors.As(err, &pe) {
+		return &ProblemError{Err: err, Extra: tombstoneExtra(ge.Tombstone)}
 	}
 	return err
 }

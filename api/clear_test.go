@@ -13,7 +13,8 @@ import (
 
 // TestClearSessionAPI: DELETE /v1/sessions/{id} is for operators (401/403
 // otherwise, and nothing changes); it answers 204, then 410 gone with the
-// tombstone's kind and time, 404 for an unknown session. Every later call
+// tombstone's kind and time (an operator's with the whole tombstone: by,
+// reason, removed), 404 for an unknown session. Every later call
 // naming the session, write or read, answers 410; new sessions are still
 // created; the reason is stored redacted.
 func TestClearSessionAPI(t *testing.T) {
@@ -45,6 +46,8 @@ func TestClearSessionAPI(t *testing.T) {
 			t.Errorf("tombstone %+v %v", ts, err)
 		}
 
+		// Every caller learns the kind and time; only an operator learns
+		// who cleared the session, why and what went (the audit record).
 		gone := func(method, path, token string, body any) {
 			t.Helper()
 			r := h.do(method, path, token, body).expect(t, http.StatusGone, "gone")
@@ -52,8 +55,17 @@ func TestClearSessionAPI(t *testing.T) {
 			if r.str("kind") != "cleared" || !at.Equal(ts.At) || r.str("session_id") != id {
 				t.Errorf("%s %s: 410 without the tombstone's kind and time: %s", method, path, r.raw)
 			}
-			if r.get("reason") != nil || r.get("by") != nil {
-				t.Errorf("%s %s: 410 tells the operator's reason or name: %s", method, path, r.raw)
+			if token == h.operator {
+				if r.str("by") != "operator" || r.str("reason") != "stuck; token [REDACTED:github_token]" || r.str("repo") != "acme/widgets" ||
+					r.num("removed", "checkpoints") != 1 || r.num("removed", "leases_released") != 1 || r.str("session_state") != "active" {
+					t.Errorf("%s %s: an operator's 410 without the whole tombstone: %s", method, path, r.raw)
+				}
+				return
+			}
+			for _, m := range []string{"reason", "by", "removed", "repo", "session_state"} {
+				if r.get(m) != nil {
+					t.Errorf("%s %s: a non-operator's 410 tells the tombstone's %s: %s", method, path, m, r.raw)
+				}
 			}
 		}
 		gone("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok))
@@ -67,6 +79,8 @@ func TestClearSessionAPI(t *testing.T) {
 		gone("GET", "/v1/sessions/"+id+"/events", h.reader, nil)
 		gone("GET", "/v1/sessions/"+id+"/resume", h.agent, nil)
 		gone("DELETE", "/v1/sessions/"+id, h.operator, nil)
+		gone("GET", "/v1/sessions/"+id, h.operator, nil)
+		gone("GET", "/v1/sessions/"+id+"/events", h.operator, nil)
 		// Outside the caller's scope it is forbidden, as a live session is.
 		h.do("GET", "/v1/sessions/"+id, h.token(checkpointd.RoleReader, []string{"other/*"}), nil).expect(t, 403, "forbidden")
 

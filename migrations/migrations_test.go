@@ -3,12 +3,15 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -187,6 +190,44 @@ func checkSeed(t *testing.T, url string) {
 		}
 		if diff := cmp.Diff([]int64{-1, -1, 1, 1, -1, 2}, got); diff != "" {
 			t.Errorf("events' checkpoint refs after migrating (-want +got):\n%s", diff)
+		}
+	}
+	// Retention goes through the checkpoints of upgraded sessions (their
+	// marks start at 0, migration 00009): seed1's 1 goes, seed6's 1 stays
+	// while an event refers to it and goes with that event.
+	kept := func(id string) []int64 {
+		sums, err := s.ListCheckpoints(ctx, id, 0, 10)
+		if errors.Is(err, checkpointd.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			t.Fatalf("ListCheckpoints %s: %v", id, err)
+		}
+		var out []int64
+		for _, c := range sums {
+			out = append(out, c.Seq)
+		}
+		slices.Sort(out)
+		return out
+	}
+	_, seed6 := s.GetSession(ctx, "ses_seed6")
+	for _, step := range []struct {
+		p            store.Retention
+		seed1, seed6 []int64
+	}{
+		{store.Retention{KeepCheckpoints: 1}, []int64{2}, []int64{1, 2}},
+		{store.Retention{KeepCheckpoints: 1, EventAge: time.Hour}, []int64{2}, []int64{2}},
+	} {
+		if _, err := s.ApplyRetention(ctx, step.p); err != nil {
+			t.Fatalf("retention after migrating: %v", err)
+		}
+		if diff := cmp.Diff(step.seed1, kept("ses_seed1")); diff != "" {
+			t.Errorf("seed1 after retention %+v (-want +got):\n%s", step.p, diff)
+		}
+		if seed6 == nil {
+			if diff := cmp.Diff(step.seed6, kept("ses_seed6")); diff != "" {
+				t.Errorf("seed6 after retention %+v (-want +got):\n%s", step.p, diff)
+			}
 		}
 	}
 }

@@ -1,8 +1,54 @@
 package store
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
 
 // SetExclusiveTiming shortens RunExclusive's retry and keepalive for tests.
 func SetExclusiveTiming(s *Store, retry, keepalive time.Duration) {
 	s.exclusiveRetry, s.exclusiveKeepalive = retry, keepalive
+}
+
+// PlanQuery is a statement of the store with sample arguments, and the
+// index its search must be bounded by.
+type PlanQuery struct {
+	Name, Query, Index string
+	Args               []any
+}
+
+// RetentionPlanQueries are the statements retention and session removal
+// run per batch, for the plan test.
+func RetentionPlanQueries() []PlanQuery {
+	in := func(q string, args ...any) (string, []any) {
+		q, args, err := sqlx.In(q, args...)
+		if err != nil {
+			panic(err)
+		}
+		return q, args
+	}
+	ids := []string{"ses_a", "ses_b"}
+	oldTombstones, delTombstones := oldestSQL("tombstones", "session_id", "at")
+	tombstones, targs := in(delTombstones, ids, int64(5))
+	oldDeliveries, delDeliveries := oldestSQL("deliveries", "id", "received_at")
+	deliveries, dargs := in(delDeliveries, ids, int64(5))
+	free, fargs := in(freeSessionResources, ids, ids)
+	return []PlanQuery{
+		{"events boundary", selectEventsBoundary, "events_at", []any{int64(5), 499}},
+		{"events delete", deleteEventsThrough, "events_at", []any{int64(4), int64(4), "ses_a", int64(1)}},
+		{"prune candidates", fmt.Sprintf(selectPruneCandidates, ">"), "sessions_pkey", []any{"ses_a", int64(3), 500}},
+		{"prune range", selectPruneRange, "checkpoints_pkey", []any{"ses_a", int64(1), int64(7), 500}},
+		{"prune claim", claimPruneRange, "sessions_pkey", []any{int64(7), "ses_a", int64(1)}},
+		{"prune delete", deletePruneRange, "checkpoints_pkey", []any{"ses_a", int64(1), int64(7), int64(3)}},
+		{"tombstones oldest", oldTombstones, "tombstones_at", []any{int64(5), 500}},
+		{"tombstones delete", tombstones, "tombstones_pkey", targs},
+		{"deliveries oldest", oldDeliveries, "deliveries_received", []any{int64(5), 500}},
+		{"deliveries delete", deliveries, "deliveries_pkey", dargs},
+		{"free resources", free, "lease_resources_pkey", fargs},
+		{"renew resource", renewResource, "lease_resources_pkey", []any{int64(5), "branch:acme/widgets:x", "lea_a"}},
+		{"free resource", freeResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
+		{"bump resource", bumpResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
+	}
 }

@@ -50,6 +50,15 @@ ON CONFLICT (resource_key) DO UPDATE SET
 WHERE lease_resources.lease_id = '' OR lease_resources.expires_at <= ?
 RETURNING fencing_token`
 
+// A grant's resource row is found by its key (the primary key) and then
+// checked to still carry the grant: lease_id has no index.
+const (
+	renewResource = `UPDATE lease_resources SET expires_at = ? WHERE resource_key = ? AND lease_id = ?`
+	freeResource  = `UPDATE lease_resources SET lease_id = '', expires_at = 0 WHERE resource_key = ? AND lease_id = ?`
+	bumpResource  = `UPDATE lease_resources SET fencing_token = fencing_token + 1
+WHERE resource_key = ? AND lease_id = ? RETURNING fencing_token`
+)
+
 const insertLease = `
 INSERT INTO leases (id, resource_key, kind, repo, repo_key, number, branch, session_id, run_id,
     fencing_token, state, acquired_at, expires_at, term)
@@ -133,7 +142,8 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 		if n, _ := res.RowsAffected(); n == 0 {
 			return lostBecause(l, runID, now)
 		}
-		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE lease_resources SET expires_at = ? WHERE lease_id = ?`), micros(expires), id); err != nil {
+		if _, err := tx.ExecContext(ctx, tx.Rebind(renewResource),
+			micros(expires), l.Resource.Key(), id); err != nil {
 			return err
 		}
 		out = l
@@ -192,7 +202,8 @@ func (s *Store) endLease(ctx context.Context, tx *sqlx.Tx, l *checkpointd.Lease,
 	if n, _ := res.RowsAffected(); n == 0 {
 		return errLeaseUnchanged
 	}
-	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE lease_resources SET lease_id = '', expires_at = 0 WHERE lease_id = ?`), l.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, tx.Rebind(freeResource),
+		l.Resource.Key(), l.ID); err != nil {
 		return err
 	}
 	kind := checkpointd.EventLeaseReleased
@@ -284,7 +295,7 @@ func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, sessionID, oldRun, 
 	}
 	for _, r := range held {
 		var token int64
-		if err := tx.QueryRowxContext(ctx, tx.Rebind(`UPDATE lease_resources SET fencing_token = fencing_token + 1 WHERE lease_id = ? RETURNING fencing_token`), r.ID).Scan(&token); err != nil {
+		if err := tx.QueryRowxContext(ctx, tx.Rebind(bumpResource), r.lease().Resource.Key(), r.ID).Scan(&token); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET run_id = ?, fencing_token = ? WHERE id = ?`), newRun, token, r.ID); err != nil {

@@ -293,3 +293,189 @@ func TestRetentionStopsOnCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestRetentionPagesAcrossSessions: with Batch=2 a pass needs many
+// transactions that each resume where the last stopped, across session
+// boundaries and in the middle of a session; it ends exactly where a pass
+// in one batch ends, and a second pass finds nothing.
+func TestRetentionPagesAcrossSessions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		var ids []string
+		for i := range 5 {
+			sess := drainSession(t, s, "acme/widgets", "author", "fix-"+string(rune('a'+i)))
+			for range 5 + i {
+				clock.Advance(time.Second)
+				mustWrite(t, s, sess, drainDoc(sess, headA))
+			}
+			ids = append(ids, sess.ID)
+		}
+		clock.Advance(10 * day)
+		got, err := s.ApplyRetention(ctx, store.Retention{KeepCheckpoints: 2, EventAge: 5 * day, Batch: 2})
+		if err != nil {
+			t.Fatalf("ApplyRetention: %v", err)
+		}
+		// Checkpoints 3+4+5+6+7 beyond the latest 2 of each; every event
+		// (2 per session, 1 more per checkpoint) is older than 5 days.
+		if got.Checkpoints != 25 || got.Events != 5*2+35 || got.Batches < 13+23 {
+			t.Errorf("pass removed %+v, want 25 checkpoints and 45 events in at least 36 transactions", got)
+		}
+		for i, id := range ids {
+			n := int64(5 + i)
+			if diff := cmp.Diff([]int64{n - 1, n}, keptSeqs(t, s, id)); diff != "" {
+				t.Errorf("session %d: kept checkpoints (-want +got):\n%s", i, diff)
+			}
+			if evs, err := s.ListEvents(ctx, id, 0, 50); err != nil || len(evs) != 0 {
+				t.Errorf("session %d: %d events left, %v", i, len(evs), err)
+			}
+		}
+		if again, err := s.ApplyRetention(ctx, store.Retention{KeepCheckpoints: 2, EventAge: 5 * day, Batch: 2}); err != nil || again.Total() != 0 {
+			t.Errorf("second pass: %+v %v", again, err)
+		}
+	})
+}
+
+// TestRetentionVisitsOnlyNewWork: the checkpoint step visits a session only
+// when it has checkpoints beyond its latest N that no pass went through
+// yet; a pass with nothing new visits no session, and one new checkpoint
+// makes one visit. A checkpoint kept because an event referred to it goes
+// in the pass that prunes that event.
+func TestRetentionVisitsOnlyNewWork(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		keep2 := store.Retention{KeepCheckpoints: 2, Batch: 2}
+
+		// a: 1-3 at head A; a push of B refers to 3; 4 at head B refers to
+		// 4; 5-8 change nothing.
+		a := drainSession(t, s, "acme/widgets", "author", "fix-a")
+		for range 3 {
+			mustWrite(t, s, a, drainDoc(a, headA))
+		}
+		push(t, s, a, headB)
+		for range 5 {
+			mustWrite(t, s, a, drainDoc(a, headB))
+		}
+		var others []*checkpointd.Session
+		for i := range 3 {
+			o := drainSession(t, s, "acme/widgets", "author", "fix-o"+string(rune('a'+i)))
+			for range 4 {
+				mustWrite(t, s, o, drainDoc(o, headA))
+			}
+			others = append(others, o)
+		}
+		short := drainSession(t, s, "acme/widgets", "author", "fix-s") // never more than N
+		mustWrite(t, s, short, drainDoc(short, headA))
+
+		// a's range 1-6 takes three batches of 2 (3 and 4 are examined and
+		// kept), each other session one.
+		got, err := s.ApplyRetention(ctx, keep2)
+		if err != nil || got.Checkpoints != 4+3*2 || got.CheckpointSessions != 3+3 {
+			t.Fatalf("first pass: %+v %v, want 10 checkpoints in 6 session visits", got, err)
+		}
+		if diff := cmp.Diff([]int64{3, 4, 7, 8}, keptSeqs(t, s, a.ID)); diff != "" {
+			t.Errorf("a after the first pass (-want +got):\n%s", diff)
+		}
+		for range 2 {
+			if got, err := s.ApplyRetention(ctx, keep2); err != nil || got.Total() != 0 || got.CheckpointSessions != 0 {
+				t.Errorf("pass with nothing new: %+v %v, want no session visited", got, err)
+			}
+		}
+		mustWrite(t, s, others[1], drainDoc(others[1], headA))
+		if got, err := s.ApplyRetention(ctx, keep2); err != nil || got.Checkpoints != 1 || got.CheckpointSessions != 1 {
+			t.Errorf("pass after one write: %+v %v, want 1 checkpoint from 1 session", got, err)
+		}
+		if diff := cmp.Diff([]int64{4, 5}, keptSeqs(t, s, others[1].ID)); diff != "" {
+			t.Errorf("the written session (-want +got):\n%s", diff)
+		}
+
+		// Ten days on, the events that referred to a's 3 and 4 are pruned,
+		// and so are 3 and 4 in the same pass (a's mark went back to 2;
+		// 3-8 take two visits of 2 checkpoints each); 9 and 10 are the
+		// latest two.
+		clock.Advance(10 * day)
+		mustWrite(t, s, a, drainDoc(a, headB))
+		mustWrite(t, s, a, drainDoc(a, headB))
+		got, err = s.ApplyRetention(ctx, store.Retention{KeepCheckpoints: 2, EventAge: 5 * day, Batch: 2})
+		if err != nil || got.Checkpoints != 4 || got.CheckpointSessions != 2 {
+			t.Errorf("pass pruning the references: %+v %v, want a's 3, 4, 7 and 8", got, err)
+		}
+		if diff := cmp.Diff([]int64{9, 10}, keptSeqs(t, s, a.ID)); diff != "" {
+			t.Errorf("a after its references went (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]int64{1}, keptSeqs(t, s, short.ID)); diff != "" {
+			t.Errorf("short session (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestRetentionTombstones: tombstones older than their age go; the id of
+// a session whose tombstone went answers not found from then on (never a
+// live session again), younger tombstones still answer gone, and new
+// sessions work as before.
+func TestRetentionTombstones(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		var old []*checkpointd.Session
+		for i := range 3 {
+			o := drainSession(t, s, "acme/widgets", "author", "fix-"+string(rune('a'+i)))
+			mustWrite(t, s, o, drainDoc(o, headA))
+			if _, err := s.ClearSession(ctx, o.ID, "op", "stuck"); err != nil {
+				t.Fatal(err)
+			}
+			old = append(old, o)
+		}
+		clock.Advance(200 * day)
+		young := drainSession(t, s, "acme/widgets", "author", "fix-y")
+		if _, err := s.ClearSession(ctx, young.ID, "op", "stuck"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(200 * day) // old: 400 days, young: 200
+
+		p := store.Retention{TombstoneAge: store.DefaultTombstoneAge, Batch: 2}
+		got, err := s.ApplyRetention(ctx, p)
+		if err != nil || got.Tombstones != 3 || got.Batches != 2 || got.Total() != 3 {
+			t.Fatalf("pass: %+v %v, want 3 tombstones in 2 transactions", got, err)
+		}
+		for _, o := range old {
+			if _, err := s.Tombstone(ctx, o.ID); !errors.Is(err, checkpointd.ErrNotFound) {
+				t.Errorf("pruned tombstone: %v, want ErrNotFound", err)
+			}
+			for name, f := range map[string]func() error{
+				"get":        func() error { _, err := s.GetSession(ctx, o.ID); return err },
+				"late write": func() error { _, err := write(ctx, s, o.ID, drainDoc(o, headA)); return err },
+				"takeover": func() error {
+					_, err := s.StartRun(ctx, o.ID, store.NewRun{Takeover: true})
+					return err
+				},
+				"events": func() error { _, err := s.ListEvents(ctx, o.ID, 0, 10); return err },
+				"clear":  func() error { _, err := s.ClearSession(ctx, o.ID, "op", ""); return err },
+			} {
+				if err := f(); !errors.Is(err, checkpointd.ErrNotFound) || errors.Is(err, checkpointd.ErrGone) {
+					t.Errorf("%s after the tombstone went: %v, want ErrNotFound", name, err)
+				}
+			}
+		}
+		if _, err := s.GetSession(ctx, young.ID); !errors.Is(err, checkpointd.ErrGone) {
+			t.Errorf("a younger tombstone: %v, want ErrGone", err)
+		}
+		if again, err := s.ApplyRetention(ctx, p); err != nil || again.Total() != 0 {
+			t.Errorf("second pass: %+v %v", again, err)
+		}
+		n := drainSession(t, s, "acme/widgets", "author", "fix-a")
+		mustWrite(t, s, n, drainDoc(n, headA))
+		if got, err := s.GetSession(ctx, n.ID); err != nil || got.Latest == nil || got.Latest.Seq != 1 {
+			t.Errorf("a new session: %+v %v", got, err)
+		}
+		// Age 0 keeps tombstones.
+		clock.Advance(10 * 365 * day)
+		if got, err := s.ApplyRetention(ctx, store.Retention{}); err != nil || got.Total() != 0 {
+			t.Errorf("an all-zero policy removed %+v, %v", got, err)
+		}
+	})
+}

@@ -129,6 +129,13 @@ func lockSessions(ctx context.Context, tx *sqlx.Tx, where string, args ...any) (
 	return rows, nil
 }
 
+// freeSessionResources frees the resources whose grant one of the sessions
+// holds, found by primary key: lease_id has no index (the lease code, too,
+// finds a grant's resource by its key and then checks the grant).
+const freeSessionResources = `UPDATE lease_resources SET lease_id = '', expires_at = 0
+WHERE resource_key IN (SELECT resource_key FROM leases WHERE session_id IN (?) AND state = 'held')
+AND lease_id IN (SELECT id FROM leases WHERE session_id IN (?) AND state = 'held')`
+
 // removeSessions deletes locked sessions with everything they own and
 // writes their tombstones, in the caller's transaction. Resources whose
 // grant a removed session still held are freed; their fencing counters are
@@ -174,8 +181,7 @@ func (s *Store) removeSessions(ctx context.Context, tx *sqlx.Tx, victims []victi
 		}
 	}
 	deletes := []string{
-		`UPDATE lease_resources SET lease_id = '', expires_at = 0
-WHERE lease_id IN (SELECT id FROM leases WHERE session_id IN (?) AND state = 'held')`,
+		freeSessionResources,
 		`DELETE FROM idempotency WHERE scope IN (?)`,
 		`DELETE FROM leases WHERE session_id IN (?)`,
 		`DELETE FROM events WHERE session_id IN (?)`,
@@ -184,7 +190,11 @@ WHERE lease_id IN (SELECT id FROM leases WHERE session_id IN (?) AND state = 'he
 		`DELETE FROM sessions WHERE id IN (?)`,
 	}
 	for _, d := range deletes {
-		q, args, err := sqlx.In(d, ids)
+		lists := make([]any, strings.Count(d, "(?)"))
+		for i := range lists {
+			lists[i] = ids
+		}
+		q, args, err := sqlx.In(d, lists...)
 		if err != nil {
 			return nil, err
 		}

@@ -162,14 +162,30 @@ func daemonCall(ctx context.Context, dc *drainClient, method, path string, body 
 	return status, raw, err
 }
 
-// goneError explains a 410: the session was cleared or pruned.
+// goneError explains a 410: the session was cleared or pruned. An
+// operator's answer carries the whole tombstone (by, reason, removed),
+// which it tells too.
 func goneError(id string, raw []byte) error {
 	var p struct {
-		Kind string    `json:"kind"`
-		At   time.Time `json:"at"`
+		Kind    string               `json:"kind"`
+		At      time.Time            `json:"at"`
+		By      string               `json:"by"`
+		Reason  string               `json:"reason"`
+		Removed *checkpointd.Removed `json:"removed"`
 	}
 	_ = json.Unmarshal(raw, &p)
-	return fmt.Errorf("session %s is gone: %s at %s", id, p.Kind, p.At.Local().Format(time.DateTime))
+	msg := fmt.Sprintf("session %s is gone: %s at %s", id, p.Kind, p.At.Local().Format(time.DateTime))
+	if p.By != "" {
+		msg += " by " + p.By
+	}
+	if p.Reason != "" {
+		msg += fmt.Sprintf(" (reason: %q)", p.Reason)
+	}
+	if r := p.Removed; r != nil {
+		msg += fmt.Sprintf("; removed %d checkpoints, %d runs, %d events, %d leases (%d released), %d idempotency keys",
+			r.Checkpoints, r.Runs, r.Events, r.Leases, r.LeasesReleased, r.IdempotencyKeys)
+	}
+	return errors.New(msg)
 }
 
 func printSessions(w io.Writer, items []checkpointd.Session) {
