@@ -46,6 +46,8 @@ func RetentionPlanQueries() []PlanQuery {
 		{"tombstones delete", tombstones, "tombstones_pkey", targs},
 		{"deliveries oldest", oldDeliveries, "deliveries_received", []any{int64(5), 500}},
 		{"deliveries delete", deliveries, "deliveries_pkey", dargs},
+		{"idempotency boundary", selectIdempotencyBoundary, "idempotency_created", []any{int64(5), 499}},
+		{"idempotency delete", deleteIdempotencyThrough, "idempotency_created", []any{int64(5), int64(4)}},
 		{"free resources", free, "lease_resources_pkey", fargs},
 		{"renew resource", renewResource, "lease_resources_pkey", []any{int64(5), "branch:acme/widgets:x", "lea_a"}},
 		{"free resource", freeResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},

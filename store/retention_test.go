@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -476,6 +477,49 @@ func TestRetentionTombstones(t *testing.T) {
 		clock.Advance(10 * 365 * day)
 		if got, err := s.ApplyRetention(ctx, store.Retention{}); err != nil || got.Total() != 0 {
 			t.Errorf("an all-zero policy removed %+v, %v", got, err)
+		}
+	})
+}
+
+// TestRetentionIdempotencyKeys: keys older than the age are forgotten,
+// completed or dead claims alike, in bounded batches; younger ones still
+// replay. A forgotten key runs as new.
+func TestRetentionIdempotencyKeys(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		claim := func(key, digest string) (string, *store.Replay, error) {
+			return s.ClaimIdempotency(ctx, "scope-a", key, digest)
+		}
+		// Five old keys: claims whose requests never completed (dead
+		// claims); completed keys go by the same age.
+		for i := range 5 {
+			if _, _, err := claim(fmt.Sprintf("old-%d", i), "d"); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Second) // a batch ends at a time; ties go together
+		}
+		clock.Advance(4 * day)
+		if _, _, err := claim("young", "d"); err != nil {
+			t.Fatal(err)
+		}
+
+		got, err := s.ApplyRetention(ctx, store.Retention{IdempotencyAge: store.DefaultIdempotencyAge, Batch: 2})
+		if err != nil || got.IdempotencyKeys != 5 || got.Batches != 3 || got.Total() != 5 {
+			t.Fatalf("pass: %+v %v, want 5 keys in 3 transactions", got, err)
+		}
+		// The young claim is still in flight (not forgotten): a second
+		// request with it waits; an old key runs as new, even with another
+		// digest (it is no conflict any more).
+		if _, _, err := claim("young", "d"); !errors.Is(err, checkpointd.ErrIdempotencyInFlight) {
+			t.Errorf("young key: %v, want it still remembered (in flight)", err)
+		}
+		if c, replay, err := claim("old-0", "another digest"); err != nil || replay != nil || c == "" {
+			t.Errorf("forgotten key: claim %q replay %v err %v, want a fresh claim", c, replay, err)
+		}
+		if again, err := s.ApplyRetention(ctx, store.Retention{IdempotencyAge: store.DefaultIdempotencyAge, Batch: 2}); err != nil || again.Total() != 0 {
+			t.Errorf("second pass: %+v %v, want nothing", again, err)
 		}
 	})
 }

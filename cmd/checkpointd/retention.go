@@ -24,6 +24,8 @@ func retentionServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
 			Usage: "how long webhook delivery ids are remembered for dedup; 0 keeps them"},
 		&cli.DurationFlag{Name: "retain-tombstones", Value: store.DefaultTombstoneAge, Sources: from("CHECKPOINTD_RETAIN_TOMBSTONES"),
 			Usage: "how long the tombstone of a cleared or pruned session is kept (its id answers 410, then 404); 0 keeps them"},
+		&cli.DurationFlag{Name: "retain-idempotency-keys", Value: store.DefaultIdempotencyAge, Sources: from("CHECKPOINTD_RETAIN_IDEMPOTENCY_KEYS"),
+			Usage: "how long an Idempotency-Key is remembered (a request reusing it later runs as new); 0 keeps them"},
 	}
 }
 
@@ -35,14 +37,15 @@ func retentionFrom(c *cli.Command) (store.Retention, time.Duration, error) {
 	p.EventAge = c.Duration("retain-events")
 	p.DeliveryAge = c.Duration("retain-deliveries")
 	p.TombstoneAge = c.Duration("retain-tombstones")
+	p.IdempotencyAge = c.Duration("retain-idempotency-keys")
 	interval := c.Duration("retention-interval")
 	switch {
 	case interval < 0:
 		return p, 0, fmt.Errorf("--retention-interval must not be negative, not %v", interval)
 	case p.KeepCheckpoints < 0:
 		return p, 0, fmt.Errorf("--retain-checkpoints must not be negative, not %d", p.KeepCheckpoints)
-	case p.EndedSessionAge < 0 || p.EventAge < 0 || p.DeliveryAge < 0 || p.TombstoneAge < 0:
-		return p, 0, fmt.Errorf("--retain-ended-sessions, --retain-events, --retain-deliveries and --retain-tombstones must not be negative")
+	case p.EndedSessionAge < 0 || p.EventAge < 0 || p.DeliveryAge < 0 || p.TombstoneAge < 0 || p.IdempotencyAge < 0:
+		return p, 0, fmt.Errorf("--retain-ended-sessions, --retain-events, --retain-deliveries, --retain-tombstones and --retain-idempotency-keys must not be negative")
 	}
 	return p, interval, nil
 }
