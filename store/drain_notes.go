@@ -47,10 +47,10 @@ func (s *Store) NoteDrainBlocked(ctx context.Context, drainID string) (int, erro
 			// Found on a reader: the write lock is taken only for sessions
 			// to note, and the update checks each again.
 			ids, err := s.toNote(ctx, *start, ready, after)
-			if err != nil || len(ids) == 0 {
-				if err != nil {
-					return total, err
-				}
+			if err != nil {
+				return total, err
+			}
+			if len(ids) == 0 {
 				break
 			}
 			after = ids[len(ids)-1]
