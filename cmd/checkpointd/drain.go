@@ -51,7 +51,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 				Usage: "start a drain (POST /v1/drain)",
 				Flags: withJSON(&cli.StringFlag{Name: "reason", Required: true, Usage: "why, e.g. the deploy the drain prepares"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					dc, err := newDrainClient(c)
+					dc, err := newDaemonClient(c)
 					if err != nil {
 						return err
 					}
@@ -82,7 +82,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 					&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "how long --wait waits"},
 					&cli.DurationFlag{Name: "interval", Value: 2 * time.Second, Usage: "time between polls with --wait"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					dc, err := newDrainClient(c)
+					dc, err := newDaemonClient(c)
 					if err != nil {
 						return err
 					}
@@ -105,7 +105,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 				Usage: "complete the drain if nothing blocks it (POST /v1/drain/complete); lists what blocks it otherwise and fails",
 				Flags: withJSON(limit),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					dc, err := newDrainClient(c)
+					dc, err := newDaemonClient(c)
 					if err != nil {
 						return err
 					}
@@ -154,7 +154,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 				Usage: "end the drain without completing it, or lift a completed one (POST /v1/drain/cancel): new sessions and runs are admitted again",
 				Flags: withJSON(),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					dc, err := newDrainClient(c)
+					dc, err := newDaemonClient(c)
 					if err != nil {
 						return err
 					}
@@ -182,13 +182,13 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 	}
 }
 
-// drainClient talks to a running daemon.
-type drainClient struct {
+// daemonClient talks to a running daemon.
+type daemonClient struct {
 	base, token string
 	http        *http.Client
 }
 
-func newDrainClient(c *cli.Command) (*drainClient, error) {
+func newDaemonClient(c *cli.Command) (*daemonClient, error) {
 	token, err := operatorToken(c)
 	if err != nil {
 		return nil, err
@@ -197,10 +197,10 @@ func newDrainClient(c *cli.Command) (*drainClient, error) {
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--url %q: want http(s)://host:port", base)
 	}
-	return &drainClient{base: base, token: token, http: &http.Client{Timeout: c.Duration("request-timeout")}}, nil
+	return &daemonClient{base: base, token: token, http: &http.Client{Timeout: c.Duration("request-timeout")}}, nil
 }
 
-func (dc *drainClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
+func (dc *daemonClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -237,7 +237,7 @@ type drainStatus struct {
 	Blocking []checkpointd.DrainBlocker `json:"blocking"`
 }
 
-func (dc *drainClient) status(ctx context.Context, limit int) (*drainStatus, []byte, error) {
+func (dc *daemonClient) status(ctx context.Context, limit int) (*drainStatus, []byte, error) {
 	status, raw, err := dc.do(ctx, http.MethodGet, "/v1/drain?limit="+strconv.Itoa(limit), nil)
 	if err != nil {
 		return nil, nil, err
@@ -258,7 +258,7 @@ var errNoDrain = errors.New("no drain is open: start one with: checkpointd drain
 // waitDrained polls the status until nothing blocks the drain, printing a
 // progress line whenever the counts change, and the sessions still
 // blocking when it gives up.
-func waitDrained(ctx context.Context, dc *drainClient, w io.Writer, limit int, timeout, interval time.Duration) error {
+func waitDrained(ctx context.Context, dc *daemonClient, w io.Writer, limit int, timeout, interval time.Duration) error {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}

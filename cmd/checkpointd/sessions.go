@@ -37,7 +37,7 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many sessions (1-500)"},
 					&cli.StringFlag{Name: "cursor", Usage: "the next_cursor of a previous page"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					dc, err := newDrainClient(c)
+					dc, err := newDaemonClient(c)
 					if err != nil {
 						return err
 					}
@@ -82,7 +82,7 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 					if err != nil {
 						return err
 					}
-					dc, err := newDrainClient(c)
+					dc, err := newDaemonClient(c)
 					if err != nil {
 						return err
 					}
@@ -122,7 +122,7 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 					if !c.Bool("yes") {
 						return fmt.Errorf("refusing to drop session %s without --yes: it deletes the session's checkpoints, runs, leases and events for good (a tombstone records the clear)", id)
 					}
-					dc, err := newDrainClient(c)
+					dc, err := newDaemonClient(c)
 					if err != nil {
 						return err
 					}
@@ -152,8 +152,8 @@ func sessionArg(c *cli.Command) (string, error) {
 	return c.Args().First(), nil
 }
 
-// daemonCall is drainClient.do with errors named after the request.
-func daemonCall(ctx context.Context, dc *drainClient, method, path string, body any) (int, []byte, error) {
+// daemonCall is daemonClient.do with errors named after the request.
+func daemonCall(ctx context.Context, dc *daemonClient, method, path string, body any) (int, []byte, error) {
 	status, raw, err := dc.do(ctx, method, path, body)
 	var ue *url.Error
 	if errors.As(err, &ue) {
