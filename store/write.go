@@ -12,7 +12,9 @@ import (
 // writeFunc is the body of a write transaction. It must use the ctx it is
 // given for its statements, not a request's: on SQLite several requests
 // share one transaction (group commit), and an interrupted statement would
-// roll back the others' work.
+// roll back the others' work. It must use only tx: on SQLite the writer's
+// one connection is busy with tx, so anything else asking for it (a
+// Prepare on s.wdb, say) would wait for itself.
 type writeFunc func(ctx context.Context, tx *sqlx.Tx) error
 
 // write runs fn in a write transaction and returns once it is durable or
