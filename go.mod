@@ -17,6 +17,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/urfave/cli/v3 v3.14.0
 	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.62.0
 )
 

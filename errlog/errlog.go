@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/metrics"
 )
@@ -53,8 +55,8 @@ type Recorder struct {
 	Timeout time.Duration
 	now     func() time.Time
 
-	mu      sync.Mutex
-	buckets map[checkpointd.ErrorSource]*bucket
+	mu       sync.Mutex
+	limiters map[checkpointd.ErrorSource]*rate.Limiter
 }
 
 // New returns a Recorder over s. log and m may be nil.
@@ -65,7 +67,7 @@ func New(s Store, log *slog.Logger, m *metrics.Metrics) *Recorder {
 	return &Recorder{store: s, log: log, metrics: m,
 		Limited: map[checkpointd.ErrorSource]bool{checkpointd.ErrorSourceWebhook: true, checkpointd.ErrorSourceCheckpointWrite: true},
 		Rate:    DefaultRate, Burst: DefaultBurst, Timeout: DefaultTimeout, now: time.Now,
-		buckets: map[checkpointd.ErrorSource]*bucket{}}
+		limiters: map[checkpointd.ErrorSource]*rate.Limiter{}}
 }
 
 // Record writes recs in one transaction, detached from ctx's cancellation
@@ -105,26 +107,15 @@ func (r *Recorder) Record(ctx context.Context, recs ...checkpointd.ErrorRecord) 
 	}
 }
 
-// bucket is a token bucket: Burst tokens, refilled at Rate per second.
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
+// allow takes a token of src's bucket (Burst tokens, refilled at Rate per
+// second), made on first use.
 func (r *Recorder) allow(src checkpointd.ErrorSource) bool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	b := r.buckets[src]
-	if b == nil {
-		b = &bucket{tokens: float64(r.Burst), last: now}
-		r.buckets[src] = b
+	l := r.limiters[src]
+	if l == nil {
+		l = rate.NewLimiter(rate.Limit(r.Rate), r.Burst)
+		r.limiters[src] = l
 	}
-	b.tokens = min(float64(r.Burst), b.tokens+now.Sub(b.last).Seconds()*r.Rate)
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	r.mu.Unlock()
+	return l.AllowN(r.now(), 1)
 }
