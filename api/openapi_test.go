@@ -69,7 +69,7 @@ func documentedOps(doc *openapi3.T) map[string]*openapi3.Operation {
 }
 
 // TestOpenAPIRoutes: every routed method and path is documented, and every
-// documented one is routed (but for the unmerged allowance); each
+// documented one is routed; each
 // operation's x-checkpointd-role is the role the access matrix proves, and
 // the public routes are the ones without a token.
 func TestOpenAPIRoutes(t *testing.T) {
