@@ -69,9 +69,9 @@ func documentedOps(doc *openapi3.T) map[string]*openapi3.Operation {
 }
 
 // TestOpenAPIRoutes: every routed method and path is documented, and every
-// documented one is routed; each
-// operation's x-checkpointd-role is the role the access matrix proves, and
-// the public routes are the ones without a token.
+// documented one is routed; each operation's x-checkpointd-role is the role
+// the access matrix proves, and the public routes are the ones without a
+// token.
 func TestOpenAPIRoutes(t *testing.T) {
 	doc := spec(t)
 	h := api.New(api.Deps{Webhook: http.NotFoundHandler(), MetricsHandler: http.NotFoundHandler(), Workflow: checkpointd.DefaultWorkflow()})
