@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -47,10 +48,15 @@ func RetentionPlanQueries() []PlanQuery {
 		{"deliveries oldest", oldDeliveries, "deliveries_received", []any{int64(5), 500}},
 		{"deliveries delete", deliveries, "deliveries_pkey", dargs},
 		{"idempotency boundary", selectIdempotencyBoundary, "idempotency_created", []any{int64(5), 499}},
-		{"idempotency delete", deleteIdempotencyThrough, "idempotency_created", []any{int64(5), int64(4)}},
+		{"idempotency delete", deleteIdempotencyThrough, "idempotency_created", []any{int64(5), int64(4), int64(5)}},
 		{"free resources", free, "lease_resources_pkey", fargs},
 		{"renew resource", renewResource, "lease_resources_pkey", []any{int64(5), "branch:acme/widgets:x", "lea_a"}},
 		{"free resource", freeResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
 		{"bump resource", bumpResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
 	}
+}
+
+// TrimEvents is trimEvents, for tests.
+func TrimEvents(ctx context.Context, s *Store, sessionID string, batch int) (int64, error) {
+	return s.trimEvents(ctx, sessionID, batch)
 }

@@ -123,7 +123,7 @@ func (s *Store) ApplyRetention(ctx context.Context, p Retention) (RetentionCount
 		batch func(ctx context.Context) (int64, bool, error)
 	}{
 		{p.EndedSessionAge > 0, &c.Sessions, func(ctx context.Context) (int64, bool, error) {
-			return s.pruneEndedSessions(ctx, now, p.EndedSessionAge, max(1, p.Batch/10))
+			return s.pruneEndedSessions(ctx, now, p.EndedSessionAge, max(1, p.Batch/10), p.Batch)
 		}},
 		{p.TombstoneAge > 0, &c.Tombstones, func(ctx context.Context) (int64, bool, error) {
 			return s.pruneTombstones(ctx, now.Add(-p.TombstoneAge), p.Batch)
@@ -304,7 +304,7 @@ func (s *Store) pruneTombstones(ctx context.Context, before time.Time, batch int
 }
 
 // pruneIdempotency forgets up to about batch Idempotency-Keys created
-// before before, oldest first (index idempotency_created): it finds the
+// before before (completed, or claimed last before before), oldest first (index idempotency_created): it finds the
 // batch-th oldest and deletes the range up to its time (more only when
 // several keys share that microsecond). The key is composite, so it is not
 // deleteOldest's list of keys.
@@ -320,7 +320,8 @@ func (s *Store) pruneIdempotency(ctx context.Context, before time.Time, batch in
 	}
 	var n int64
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, tx.Rebind(deleteIdempotencyThrough), micros(before), bound)
+		// A claim taken over recently is in flight however old its key.
+		res, err := tx.ExecContext(ctx, tx.Rebind(deleteIdempotencyThrough), micros(before), bound, micros(before))
 		if err != nil {
 			return err
 		}
@@ -337,7 +338,7 @@ func (s *Store) pruneIdempotency(ctx context.Context, before time.Time, batch in
 // pruneIdempotency's statements (index idempotency_created).
 const (
 	selectIdempotencyBoundary = `SELECT created_at FROM idempotency WHERE created_at < ? ORDER BY created_at LIMIT 1 OFFSET ?`
-	deleteIdempotencyThrough  = `DELETE FROM idempotency WHERE created_at < ? AND created_at <= ?`
+	deleteIdempotencyThrough  = `DELETE FROM idempotency WHERE created_at < ? AND created_at <= ? AND (status <> 0 OR claimed_at < ?)`
 )
 
 // deleteOldest deletes up to batch rows of table whose time column at is
@@ -382,7 +383,7 @@ func oldestSQL(table, key, at string) (sel, del string) {
 // pruneEndedSessions removes up to batch sessions that ended more than age
 // before now, each with everything it owns, leaving tombstones of kind
 // pruned.
-func (s *Store) pruneEndedSessions(ctx context.Context, now time.Time, age time.Duration, batch int) (int64, bool, error) {
+func (s *Store) pruneEndedSessions(ctx context.Context, now time.Time, age time.Duration, batch, rows int) (int64, bool, error) {
 	before := now.Add(-age)
 	var ids []string
 	if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM sessions
@@ -392,6 +393,18 @@ WHERE state = 'ended' AND ended_at < ? ORDER BY ended_at, id LIMIT ?`), micros(b
 	if len(ids) == 0 {
 		return 0, false, nil
 	}
+	// A long-lived session can own hundreds of thousands of events (every
+	// lease renewal is one): they go first, rows at a time, so the
+	// removal's transaction stays small. An ended session's log no longer
+	// grows, and nothing else reads what is deleted here.
+	trimmed := map[string]int64{}
+	for _, id := range ids {
+		n, err := s.trimEvents(ctx, id, rows)
+		trimmed[id] = n
+		if err != nil {
+			return 0, false, err
+		}
+	}
 	reason := "ended more than " + age.String() + " before the retention pass"
 	var n int64
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -399,7 +412,7 @@ WHERE state = 'ended' AND ended_at < ? ORDER BY ended_at, id LIMIT ?`), micros(b
 		if err != nil || len(victims) == 0 {
 			return err
 		}
-		ts, err := s.removeSessions(ctx, tx, victims, checkpointd.TombstonePruned, checkpointd.TombstoneRetention, reason, now)
+		ts, err := s.removeSessions(ctx, tx, victims, checkpointd.TombstonePruned, checkpointd.TombstoneRetention, reason, now, trimmed)
 		n = int64(len(ts))
 		return err
 	})
@@ -408,3 +421,35 @@ WHERE state = 'ended' AND ended_at < ? ORDER BY ended_at, id LIMIT ?`), micros(b
 	}
 	return n, len(ids) == batch, err
 }
+
+// trimEvents deletes an ended session's events, oldest first, batch per
+// transaction, until fewer than batch are left (the removal takes those),
+// and returns how many it deleted.
+func (s *Store) trimEvents(ctx context.Context, sessionID string, batch int) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+			res, err := tx.ExecContext(ctx, tx.Rebind(trimEventsSQL), sessionID, sessionID, batch-1)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+// trimEventsSQL deletes the oldest batch events of an ended session: the
+// range up to the batch-th seq (nothing when fewer are left), through the
+// primary key.
+const trimEventsSQL = `DELETE FROM events WHERE session_id = ? AND seq <= (
+    SELECT seq FROM events WHERE session_id = ? ORDER BY seq LIMIT 1 OFFSET ?)
+    AND EXISTS (SELECT 1 FROM sessions WHERE id = events.session_id AND state = 'ended')`

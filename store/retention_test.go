@@ -504,10 +504,18 @@ func TestRetentionIdempotencyKeys(t *testing.T) {
 		if _, _, err := claim("young", "d"); err != nil {
 			t.Fatal(err)
 		}
+		// A request takes over the dead claim of an old key: it is in
+		// flight now, and stays however old the key.
+		if c, _, err := claim("old-4", "d"); err != nil || c == "" {
+			t.Fatalf("taking over a dead claim: %q, %v", c, err)
+		}
 
 		got, err := s.ApplyRetention(ctx, store.Retention{IdempotencyAge: store.DefaultIdempotencyAge, Batch: 2})
-		if err != nil || got.IdempotencyKeys != 5 || got.Batches != 3 || got.Total() != 5 {
-			t.Fatalf("pass: %+v %v, want 5 keys in 3 transactions", got, err)
+		if err != nil || got.IdempotencyKeys != 4 || got.Batches != 2 || got.Total() != 4 {
+			t.Fatalf("pass: %+v %v, want 4 keys in 2 transactions", got, err)
+		}
+		if _, _, err := claim("old-4", "d"); !errors.Is(err, checkpointd.ErrIdempotencyInFlight) {
+			t.Errorf("the taken-over key: %v, want it still in flight", err)
 		}
 		// The young claim is still in flight (not forgotten): a second
 		// request with it waits; an old key runs as new, even with another
@@ -520,6 +528,35 @@ func TestRetentionIdempotencyKeys(t *testing.T) {
 		}
 		if again, err := s.ApplyRetention(ctx, store.Retention{IdempotencyAge: store.DefaultIdempotencyAge, Batch: 2}); err != nil || again.Total() != 0 {
 			t.Errorf("second pass: %+v %v, want nothing", again, err)
+		}
+	})
+}
+
+// TestRetentionTrimsEventsOfEndedSessions: before an ended session is
+// pruned, its events go batch by batch, leaving fewer than a batch for the
+// removal's transaction; an active session's events are never trimmed.
+func TestRetentionTrimsEventsOfEndedSessions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		s := storetest.Open(t, b, checkpointd.NewManualClock(t0))
+		sess := drainSession(t, s, "acme/widgets", "author", "fix-t")
+		for range 3 {
+			mustWrite(t, s, sess, drainDoc(sess, headA))
+		}
+		if n, err := store.TrimEvents(ctx, s, sess.ID, 2); err != nil || n != 0 {
+			t.Fatalf("trimmed an active session: %d, %v", n, err)
+		}
+		if _, err := s.EndSession(ctx, sess.ID, sess.CurrentRun.ID, checkpointd.OutcomeCompleted); err != nil {
+			t.Fatal(err)
+		}
+		before := len(kinds(t, s, sess.ID))
+		n, err := store.TrimEvents(ctx, s, sess.ID, 2)
+		if err != nil || n != int64(before-before%2) {
+			t.Fatalf("trimmed %d of %d events (%v), want all but the last %d", n, before, err, before%2)
+		}
+		evs, err := s.ListEvents(ctx, sess.ID, 0, 100)
+		if err != nil || len(evs) != before%2 || (len(evs) == 1 && evs[0].Seq != int64(before)) {
+			t.Fatalf("left %+v, %v; want the newest %d", evs, err, before%2)
 		}
 	})
 }

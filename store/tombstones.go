@@ -94,7 +94,7 @@ func (s *Store) ClearSession(ctx context.Context, sessionID, by, reason string) 
 		if len(victims) == 0 {
 			return notFoundOrGone(ctx, tx, sessionID)
 		}
-		ts, err := s.removeSessions(ctx, tx, victims, checkpointd.TombstoneCleared, by, reason, now)
+		ts, err := s.removeSessions(ctx, tx, victims, checkpointd.TombstoneCleared, by, reason, now, nil)
 		if err != nil {
 			return err
 		}
@@ -141,15 +141,17 @@ AND lease_id IN (SELECT id FROM leases WHERE session_id IN (?) AND state = 'held
 // grant a removed session still held are freed; their fencing counters are
 // kept, so tokens only grow. No other session's validity changes: a
 // checkpoint of another session cannot rely on a lease these runs held.
+// trimmedEvents, when set, counts events of each session already deleted
+// ahead of the removal (pruneEndedSessions), for the tombstone's count.
 func (s *Store) removeSessions(ctx context.Context, tx *sqlx.Tx, victims []victimRow, kind checkpointd.TombstoneKind,
-	by, reason string, now time.Time) ([]*checkpointd.Tombstone, error) {
+	by, reason string, now time.Time, trimmedEvents map[string]int64) ([]*checkpointd.Tombstone, error) {
 	ids := make([]string, len(victims))
 	for i, v := range victims {
 		ids[i] = v.ID
 	}
 	removed := make(map[string]*checkpointd.Removed, len(ids))
 	for _, id := range ids {
-		removed[id] = &checkpointd.Removed{}
+		removed[id] = &checkpointd.Removed{Events: trimmedEvents[id]}
 	}
 	counts := []struct {
 		q   string
@@ -160,7 +162,7 @@ func (s *Store) removeSessions(ctx context.Context, tx *sqlx.Tx, victims []victi
 		{`SELECT session_id AS k, COUNT(*) AS n FROM runs WHERE session_id IN (?) GROUP BY session_id`,
 			func(r *checkpointd.Removed, n int64) { r.Runs = n }},
 		{`SELECT session_id AS k, COUNT(*) AS n FROM events WHERE session_id IN (?) GROUP BY session_id`,
-			func(r *checkpointd.Removed, n int64) { r.Events = n }},
+			func(r *checkpointd.Removed, n int64) { r.Events += n }},
 		{`SELECT session_id AS k, COUNT(*) AS n FROM leases WHERE session_id IN (?) GROUP BY session_id`,
 			func(r *checkpointd.Removed, n int64) { r.Leases = n }},
 		{`SELECT session_id AS k, COUNT(*) AS n FROM leases WHERE session_id IN (?) AND state = 'held' GROUP BY session_id`,
