@@ -121,6 +121,17 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 	return l, nil
 }
 
+// lockLeaseSession locks the row of the session holding lease id, first.
+// Every transaction that touches a session and its leases (a checkpoint
+// write, a takeover, an acquisition, a force-clear, and so renewals,
+// releases and expiries too) takes the session row before any lease row,
+// so two of them wait for each other instead of deadlocking.
+func lockLeaseSession(ctx context.Context, tx *sqlx.Tx, leaseID string) error {
+	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET updated_at = updated_at
+WHERE id = (SELECT session_id FROM leases WHERE id = ?)`), leaseID)
+	return err
+}
+
 // RenewLease extends a held lease by ttl from now, for its holding run only.
 // Errors: ErrNotFound, ErrLeaseLost (not held by runID, or expired),
 // ErrStoreUnavailable.
@@ -130,6 +141,9 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 	expires := now.Add(ttl).Truncate(time.Microsecond)
 	var out *checkpointd.Lease
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := lockLeaseSession(ctx, tx, id); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET expires_at = ?, term = ? WHERE id = ? AND run_id = ? AND state = 'held' AND expires_at > ?`),
 			micros(expires), ttl.Microseconds(), id, runID, micros(now))
 		if err != nil {
@@ -161,6 +175,9 @@ func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) 
 	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := lockLeaseSession(ctx, tx, id); err != nil {
+			return err
+		}
 		l, err := s.getLease(ctx, tx, id)
 		if err != nil {
 			return err
@@ -265,6 +282,9 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
 	for _, id := range ids {
 		ended := false
 		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+			if err := lockLeaseSession(ctx, tx, id); err != nil {
+				return err
+			}
 			l, err := s.getLease(ctx, tx, id)
 			if err != nil || l.State != checkpointd.LeaseHeld || l.ExpiresAt.After(now) {
 				return ignoreNotFound(err) // renewed, ended or cleared with its session meanwhile
