@@ -21,7 +21,7 @@ func TestRetentionPlans(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		url := storetest.URL(t, b)
 		storetest.OpenURL(t, url, checkpointd.NewManualClock(t0)) // migrates
-		db := sqlx.NewDb(rawDB(t, b, url), map[storetest.Backend]string{storetest.SQLite: "sqlite", storetest.Postgres: "postgres"}[b])
+		db := sqlx.NewDb(openRaw(t, b, url), map[storetest.Backend]string{storetest.SQLite: "sqlite", storetest.Postgres: "postgres"}[b])
 		conn, err := db.Connx(t.Context())
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -156,7 +155,7 @@ func TestClearSessionAllOrNothing(t *testing.T) {
 		l := acquireBranch(t, s, victim, "fix-v")
 		mustWrite(t, s, victim, drainDoc(victim, headA))
 
-		raw := rawDB(t, b, url)
+		raw := openRaw(t, b, url)
 		failInsert := map[storetest.Backend][]string{
 			storetest.SQLite: {`CREATE TRIGGER fail_tombstone BEFORE INSERT ON tombstones BEGIN SELECT RAISE(ABORT, 'injected failure'); END`},
 			storetest.Postgres: {`CREATE FUNCTION fail_tombstone() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$`,
@@ -196,21 +195,6 @@ func TestClearSessionAllOrNothing(t *testing.T) {
 		}
 		intact()
 	})
-}
-
-// rawDB opens the test database beside the store, for fault injection.
-func rawDB(t *testing.T, b storetest.Backend, url string) *sql.DB {
-	t.Helper()
-	driver, dsn := "postgres", url
-	if b == storetest.SQLite {
-		driver, dsn = "sqlite", "file:"+url+"?_pragma=busy_timeout(5000)"
-	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // TestClearSessionRacesWriters: writers of the session keep going while it
@@ -265,7 +249,7 @@ func TestClearSessionRacesWriters(t *testing.T) {
 				t.Errorf("a writer racing the clear (renewal %v): %v, want ErrGone (or ErrNotFound for its lease)", st.renewal, st.err)
 			}
 		}
-		raw := rawDB(t, b, url)
+		raw := openRaw(t, b, url)
 		for _, table := range []string{"checkpoints", "events", "runs", "leases"} {
 			var n int
 			if err := raw.QueryRow(`SELECT COUNT(*) FROM `+table+` WHERE session_id = $1`, victim.ID).Scan(&n); err != nil {
