@@ -280,6 +280,9 @@ type DrainStatus struct {
 // that block it, by session id, from one snapshot. Errors:
 // ErrStoreUnavailable: nothing is answered from a partial read.
 func (s *Store) DrainStatus(ctx context.Context, q DrainQuery) (*DrainStatus, error) {
+	if err := s.settled(ctx); err != nil {
+		return nil, err
+	}
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.dialect == migrations.Postgres {
 		// One snapshot for every statement, so the counts agree.
@@ -365,6 +368,9 @@ func countActive(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
 // only because they are unverified: what reconcile can clear before the
 // gate decides. Errors: ErrStoreUnavailable.
 func (s *Store) DrainUnverified(ctx context.Context, limit int) ([]string, error) {
+	if err := s.settled(ctx); err != nil {
+		return nil, err
+	}
 	var ids []string
 	if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM `+s.blocking()+` WHERE `+blockingWhere+`
 AND drain_ready AND validity = 'unverified' ORDER BY id LIMIT ?`), limit); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -30,6 +31,9 @@ var errDrainRaced = errors.New("a session changed while the drain was being comp
 // taken from state that could not be read.
 func (s *Store) CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
 	for attempt := 0; ; attempt++ {
+		if err := s.settled(ctx); err != nil {
+			return nil, err
+		}
 		d, err := s.decideDrain(ctx, by, limit)
 		if errors.Is(err, errDrainRaced) && attempt < 3 {
 			continue
@@ -84,6 +88,12 @@ ORDER BY id LIMIT ?`), limit); err != nil {
 			n, err := s.noteCompleted(ctx, tx, row.ID, now)
 			if err != nil {
 				return err
+			}
+			// A delivery that committed before this point and whose
+			// sessions are not re-judged yet may have made one of them
+			// stale: settle it and decide again.
+			if pending, err := unsettled(ctx, tx); err != nil || pending {
+				return cmp.Or(err, errDrainRaced)
 			}
 			dec.Counts = checkpointd.DrainCounts{Active: n, Ready: n}
 			dec.Outcome = checkpointd.DrainOutcomeCompleted

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +19,10 @@ type DeliveryRecord struct {
 
 // ApplyDelivery records a delivery and applies its observations in one
 // transaction. A delivery id seen before has no second effect: duplicate is
-// true and nothing changes. Errors: ErrStoreUnavailable.
+// true and nothing changes. effects counts the sessions whose validity the
+// delivery changes; a ref that moved is settled by the next Settle (the
+// handler's, right after its answer), ended refs are settled here.
+// Errors: ErrStoreUnavailable.
 func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []checkpointd.Observation) (effects *checkpointd.ObservationEffects, duplicate bool, err error) {
 	ctx = s.noting(ctx, CauseWebhook)
 	now := s.now()
@@ -63,7 +67,12 @@ func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation) (*ch
 		}
 		return nil
 	})
-	return effects, err
+	if err != nil {
+		return nil, err
+	}
+	// Reconcile is the authority and not in a hurry: its verdicts are in
+	// place when it returns.
+	return effects, s.Settle(ctx)
 }
 
 func newEffects() *checkpointd.ObservationEffects {
@@ -75,15 +84,22 @@ type liveRefRow struct {
 	State      string `db:"state"`
 	ObservedAt int64  `db:"observed_at"`
 	Source     string `db:"source"`
+	Version    int64  `db:"version"`
 }
 
+// upsertLiveRef records a ref's new live state and counts the observation
+// in its version; the ref stays unsettled until its sessions are re-judged.
 const upsertLiveRef = `
-INSERT INTO live_refs (repo_key, ref, head, state, observed_at, source) VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO live_refs (repo_key, ref, head, state, observed_at, source, version) VALUES (?, ?, ?, ?, ?, ?, 1)
 ON CONFLICT (repo_key, ref) DO UPDATE SET head = excluded.head, state = excluded.state,
-    observed_at = excluded.observed_at, source = excluded.source`
+    observed_at = excluded.observed_at, source = excluded.source, version = live_refs.version + 1
+RETURNING version`
 
-// observe records one observation as the ref's live state and re-judges
-// every active session bound to the ref.
+// observe records one observation as the ref's live state and counts in eff
+// what it changes for the active sessions bound to the ref. A ref that ended
+// is settled here, with its leases released, in the caller's transaction; a
+// ref that moved is settled after the answer (settle.go), because re-judging
+// a thousand sessions must not hold up the forge's delivery.
 func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
 	repoKey, ref := strings.ToLower(o.Repo), o.RefName()
 	if o.RepoID > 0 {
@@ -117,17 +133,25 @@ ON CONFLICT (repo_id) DO UPDATE SET full_name = excluded.full_name, seen_at = ex
 		state = checkpointd.RefAmbiguous
 		eff.Ambiguous++
 	}
-	if _, err := tx.ExecContext(ctx, tx.Rebind(upsertLiveRef), repoKey, ref, o.Head, string(state), micros(now), o.Source); err != nil {
+	row := liveRefRow{Head: o.Head, State: string(state), ObservedAt: micros(now), Source: o.Source}
+	if err := tx.QueryRowxContext(ctx, tx.Rebind(upsertLiveRef), repoKey, ref, row.Head, row.State, row.ObservedAt, row.Source).Scan(&row.Version); err != nil {
 		return err
 	}
 	eff.LiveRefs++
-	if err := s.rejudgeRef(ctx, tx, repoKey, o, state, now, eff); err != nil {
+	groups, err := judgeRef(ctx, tx, repoKey, ref, row)
+	if err != nil {
 		return err
 	}
-	if state.Gone() {
-		return s.releaseRefLeases(ctx, tx, repoKey, o, now, eff)
+	for c, ids := range groups {
+		eff.Sessions[c.to] += len(ids)
 	}
-	return nil
+	if !state.Gone() {
+		return nil
+	}
+	if err := applyJudgement(ctx, tx, repoKey, ref, row, groups, now); err != nil {
+		return err
+	}
+	return s.releaseRefLeases(ctx, tx, repoKey, o, now, eff)
 }
 
 type boundSession struct {
@@ -137,23 +161,28 @@ type boundSession struct {
 	LeasesOK bool   `db:"leases_ok"`
 }
 
-// rejudgeRef applies the shared validity rule to every active session bound
-// to the observed ref, and records each change with its evidence.
-func (s *Store) rejudgeRef(ctx context.Context, tx *sqlx.Tx, repoKey string, o checkpointd.Observation, state checkpointd.LiveRefState, now time.Time, eff *checkpointd.ObservationEffects) error {
-	q, arg := `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(o.Branch)
-	if o.PR > 0 {
-		q, arg = `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, o.PR
+// validityChange is one group of sessions moving together.
+type validityChange struct{ from, to, reason string }
+
+// judgeRef applies the shared validity rule to every active session bound to
+// a ref in the live state row, grouping the sessions whose validity it
+// changes. It writes nothing.
+func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow) (map[validityChange][]string, error) {
+	branch, pr := refTarget(ref)
+	q, arg := `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(branch)
+	if pr > 0 {
+		q, arg = `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, pr
 	}
 	var bound []boundSession
 	if err := tx.SelectContext(ctx, &bound, tx.Rebind(q), repoKey, arg); err != nil {
-		return err
+		return nil, err
 	}
-	live := o.Head
+	state := checkpointd.LiveRefState(row.State)
+	live := row.Head
 	if state == checkpointd.RefAmbiguous {
 		live = ""
 	}
-	type change struct{ from, to, reason string }
-	groups := map[change][]string{}
+	groups := map[validityChange][]string{}
 	for _, b := range bound {
 		if b.Validity == string(checkpointd.ValidityInvalidated) {
 			continue // final
@@ -163,17 +192,32 @@ func (s *Store) rejudgeRef(ctx context.Context, tx *sqlx.Tx, repoKey string, o c
 		if string(to) == b.Validity {
 			continue
 		}
-		c := change{b.Validity, string(to), reason}
+		c := validityChange{b.Validity, string(to), reason}
 		groups[c] = append(groups[c], b.ID)
 	}
-	evidence := map[string]any{"source": o.Source, "ref": o.RefName(), "observed_head": o.Head, "ref_state": state}
+	return groups, nil
+}
+
+// applyJudgement records judgeRef's changes, each with the ref's live state
+// as its evidence, and marks the ref settled at the judged version.
+func applyJudgement(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow, groups map[validityChange][]string, now time.Time) error {
+	evidence := map[string]any{"source": row.Source, "ref": ref, "observed_head": row.Head, "ref_state": row.State}
 	for c, ids := range groups {
 		if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c.from), checkpointd.Validity(c.to), c.reason, evidence); err != nil {
 			return err
 		}
-		eff.Sessions[c.to] += len(ids)
 	}
-	return nil
+	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE live_refs SET settled_version = ? WHERE repo_key = ? AND ref = ?`), row.Version, repoKey, ref)
+	return err
+}
+
+// refTarget is the inverse of Observation.RefName: a branch name, or a PR.
+func refTarget(ref string) (branch string, pr int64) {
+	if n, ok := strings.CutPrefix(ref, "pr:"); ok {
+		pr, _ = strconv.ParseInt(n, 10, 64)
+		return "", pr
+	}
+	return strings.TrimPrefix(ref, "branch:"), 0
 }
 
 // releaseRefLeases releases the leases of a ref that ended: the PR's leases

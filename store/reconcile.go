@@ -127,7 +127,7 @@ WHERE state = 'active' AND validity NOT IN ('invalidated', 'unverified') ORDER B
 			}
 			n += len(ids)
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE live_refs SET state = 'ambiguous' WHERE state = 'open'`)
+		_, err := tx.ExecContext(ctx, `UPDATE live_refs SET state = 'ambiguous', settled_version = version WHERE state = 'open'`)
 		return err
 	})
 	return n, err
@@ -203,6 +203,9 @@ type SessionVerdict struct {
 // ValiditySummary counts the active sessions by validity and lists up to
 // limit of those that are not valid, oldest first. Errors: ErrStoreUnavailable.
 func (s *Store) ValiditySummary(ctx context.Context, limit int) (map[string]int, []SessionVerdict, error) {
+	if err := s.settled(ctx); err != nil {
+		return nil, nil, err
+	}
 	var counts []struct {
 		Validity string `db:"validity"`
 		N        int    `db:"n"`

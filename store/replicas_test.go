@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -156,5 +158,71 @@ func TestReplicasShareInvariants(t *testing.T) {
 	wg.Wait()
 	if claims != 1 || inFlight != replicaCount*perReplica-1 {
 		t.Errorf("one key through %d replicas: %d claims, %d in flight", replicaCount, claims, inFlight)
+	}
+}
+
+// TestReplicasSettleConverge: pushes moving one branch back and forth
+// through every replica at once, each replica settling as it goes, leave
+// the session's verdict equal to the judgement of the last live head, and
+// its log a chain of changes each starting where the one before ended: no
+// replica commits an older judgement over a newer one.
+func TestReplicasSettleConverge(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	var replicas []*store.Store
+	for range replicaCount {
+		replicas = append(replicas, storetest.OpenURL(t, url, checkpointd.SystemClock{}))
+	}
+	ctx := t.Context()
+	sess := drainSession(t, replicas[0], "acme/widgets", "author", "fix-s")
+	if _, err := write(ctx, replicas[0], sess.ID, drainDoc(sess, headA)); err != nil {
+		t.Fatal(err)
+	}
+	heads := []string{headA, headB}
+	var wg sync.WaitGroup
+	for round := range 10 {
+		for i, r := range replicas {
+			for j := range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					id := fmt.Sprintf("push-%d-%d-%d", round, i, j)
+					_, _, err := r.ApplyDelivery(ctx, store.DeliveryRecord{ID: id, Event: "push", Forge: "gitea", Repo: "acme/widgets"},
+						[]checkpointd.Observation{{Repo: "acme/widgets", Branch: "fix-s", Head: heads[(i+j)%2], Source: "webhook:" + id}})
+					if err == nil {
+						err = r.Settle(ctx)
+					}
+					if err != nil {
+						t.Errorf("delivery %s: %v", id, err)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		got, err := replicas[round%replicaCount].GetSession(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, err := replicas[0].LiveRef(ctx, got)
+		if err != nil || live == nil {
+			t.Fatalf("live ref %v, %v", live, err)
+		}
+		want := checkpointd.ValidityStale
+		if live.Head == headA {
+			want = checkpointd.ValidityValid
+		}
+		if got.Validity != want {
+			t.Fatalf("round %d: validity %q with the live head %s, want %q", round, got.Validity, live.Head[:7], want)
+		}
+	}
+	prev := ""
+	for _, e := range eventsOf(t, replicas[1], sess.ID, checkpointd.EventValidity) {
+		var d struct{ From, To string }
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if prev != "" && d.From != prev {
+			t.Fatalf("event %d moves from %q, but the one before moved to %q", e.Seq, d.From, prev)
+		}
+		prev = d.To
 	}
 }

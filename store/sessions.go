@@ -163,6 +163,9 @@ func (r *sessionRow) session() *checkpointd.Session {
 // summary. Errors: checkpointd.ErrNotFound, *checkpointd.GoneError
 // (ErrGone: cleared or pruned), checkpointd.ErrStoreUnavailable.
 func (s *Store) GetSession(ctx context.Context, id string) (*checkpointd.Session, error) {
+	if err := s.settled(ctx); err != nil {
+		return nil, err
+	}
 	var row sessionRow
 	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(selectSession+` WHERE s.id = ?`), id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -189,6 +192,9 @@ type SessionFilter struct {
 
 // ListSessions lists sessions newest first. Errors: ErrStoreUnavailable.
 func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpointd.Session, error) {
+	if err := s.settled(ctx); err != nil {
+		return nil, err
+	}
 	var where []string
 	var args []any
 	if f.State != "" {

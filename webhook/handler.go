@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/errlog"
@@ -15,8 +17,10 @@ import (
 
 // Store is what the handler needs of persistence: a delivery and its effects
 // commit in one transaction, and a delivery id seen before has no effect.
+// Settle then re-judges the sessions bound to the refs a delivery moved.
 type Store interface {
 	ApplyDelivery(ctx context.Context, d store.DeliveryRecord, obs []checkpointd.Observation) (*checkpointd.ObservationEffects, bool, error)
+	Settle(ctx context.Context) error
 }
 
 // Handler serves POST /webhooks/gitea: verify, parse, record with effects,
@@ -66,7 +70,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Metrics.WebhookDelivery(d.Event, "applied")
 	write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "effects": effects})
+	// The answer is complete (it carries its length) and on its way; the
+	// forge is not kept waiting while the sessions are re-judged. Every read
+	// that reports validity settles first, so the window is never visible.
+	_ = http.NewResponseController(w).Flush()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
+	defer cancel()
+	if err := h.Store.Settle(ctx); err != nil {
+		h.Log.WarnContext(ctx, "webhook: re-judging the sessions failed; the next read or worker pass retries",
+			slog.String("delivery", d.ID), slog.Any("err", err))
+	}
 }
+
+// settleTimeout bounds the re-judging after an answer.
+const settleTimeout = 30 * time.Second
 
 // observations turns an event into evidence; nil for events with none.
 func observations(d *Delivery, ev Event) ([]checkpointd.Observation, string) {
@@ -151,8 +168,16 @@ func problem(w http.ResponseWriter, status int, code, detail string) {
 		"title": http.StatusText(status), "status": status, "code": code, "detail": detail})
 }
 
+// write answers with a length, so the forge has the whole answer at the
+// flush even when the handler works on after it.
 func write(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // maps of strings and counts
+	}
+	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(b)
 }

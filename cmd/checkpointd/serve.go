@@ -242,6 +242,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// and moves to another when that one stops.
 	var workers errgroup.Group
 	workers.Go(func() error { return s.RunExclusive(gctx, workLeaseExpiry, leases.Run) })
+	workers.Go(func() error { return s.RunSettle(gctx) })
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
 	workers.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })

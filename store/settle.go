@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd/migrations"
+)
+
+// A delivery that moves a ref commits the ref's new live state and answers
+// the forge at once; the validity of the sessions bound to the ref is
+// brought in line afterwards, by Settle, one transaction per ref. The
+// webhook handler settles right after its answer, the background workers
+// settle what a crash left behind, and every read that reports validity
+// settles first (settled), so no answer ever carries a verdict older than
+// the live refs it could have been judged against.
+
+// settleBatch bounds how many unsettled refs one query lists.
+const settleBatch = 100
+
+// Settle re-judges the active sessions bound to every ref whose live state
+// changed since they were last judged, recording each change with its
+// evidence (the observation that set the ref's live state). Refs that
+// change again while it runs are settled by the next call. Errors:
+// ErrStoreUnavailable.
+func (s *Store) Settle(ctx context.Context) error {
+	var after struct{ repoKey, ref string }
+	for {
+		var refs []struct {
+			RepoKey string `db:"repo_key"`
+			Ref     string `db:"ref"`
+		}
+		if err := s.rdb.SelectContext(ctx, &refs, s.rdb.Rebind(`SELECT repo_key, ref FROM live_refs
+WHERE version <> settled_version AND (repo_key > ? OR (repo_key = ? AND ref > ?))
+ORDER BY repo_key, ref LIMIT ?`), after.repoKey, after.repoKey, after.ref, settleBatch); err != nil {
+			return s.classify(err)
+		}
+		for _, r := range refs {
+			if err := s.settleRef(ctx, r.RepoKey, r.Ref); err != nil {
+				return err
+			}
+		}
+		if len(refs) < settleBatch {
+			return nil
+		}
+		after.repoKey, after.ref = refs[len(refs)-1].RepoKey, refs[len(refs)-1].Ref
+	}
+}
+
+// settled settles what is pending, if anything: the price of a read that
+// reports validity is one indexed probe.
+func (s *Store) settled(ctx context.Context) error {
+	pending, err := unsettled(ctx, s.rdb)
+	if err != nil {
+		return s.classify(err)
+	}
+	if !pending {
+		return nil
+	}
+	return s.Settle(ctx)
+}
+
+// unsettled reports whether some ref's sessions wait to be re-judged.
+func unsettled(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `SELECT COUNT(*) FROM (SELECT 1 FROM live_refs WHERE version <> settled_version LIMIT 1) p`)
+	return n > 0, err
+}
+
+// settleRef settles one ref. On PostgreSQL the ref's row is locked first, so
+// two replicas settling the same ref take turns and the later one finds it
+// settled, and a delivery to the ref waits for the settle in progress; an
+// older judgement can never be committed over a newer one.
+func (s *Store) settleRef(ctx context.Context, repoKey, ref string) error {
+	q := `SELECT head, state, observed_at, source, version FROM live_refs WHERE repo_key = ? AND ref = ? AND version <> settled_version`
+	if s.dialect == migrations.Postgres {
+		q += ` FOR UPDATE`
+	}
+	ctx = s.noting(ctx, CauseWebhook)
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var row liveRefRow
+		if err := tx.GetContext(ctx, &row, tx.Rebind(q), repoKey, ref); err != nil {
+			return ignoreNoRows(err) // settled meanwhile
+		}
+		if n := notesFrom(ctx); n != nil {
+			n.cause = settleCause(row.Source)
+		}
+		groups, err := judgeRef(ctx, tx, repoKey, ref, row)
+		if err != nil {
+			return err
+		}
+		return applyJudgement(ctx, tx, repoKey, ref, row, groups, s.now())
+	})
+}
+
+// settleCause is the observer's cause for a settle: whoever observed the
+// ref's live state last.
+func settleCause(source string) string {
+	if strings.HasPrefix(source, "reconcile") {
+		return CauseReconcile
+	}
+	return CauseWebhook
+}
+
+// SettleSweep is how often RunSettle looks for refs nobody settled: a
+// handler that failed or a daemon that stopped between a delivery's answer
+// and its settle. Reads settle on their own; this keeps the event logs and
+// the metrics from waiting for a read.
+const SettleSweep = 10 * time.Second
+
+// RunSettle settles every SettleSweep until ctx ends. Every replica may run
+// it: settling one ref twice is a no-op.
+func (s *Store) RunSettle(ctx context.Context) error {
+	t := time.NewTicker(SettleSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := s.Settle(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("settling live refs failed", slog.Any("err", err))
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package store_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/store/storetest"
+)
+
+// pushTo records a push of owner/name fix-12 from → to as delivery id, and
+// checks the answer counts what it will change; nothing settles it.
+func pushTo(t *testing.T, s *store.Store, id, from, to string, want map[string]int) {
+	t.Helper()
+	eff, dup, err := s.ApplyDelivery(t.Context(), store.DeliveryRecord{ID: id, Event: "push", Forge: "gitea", Repo: "owner/name"},
+		[]checkpointd.Observation{{Repo: "Owner/Name", Branch: "fix-12", Before: from, Head: to, Source: "webhook:" + id}})
+	if err != nil || dup {
+		t.Fatalf("ApplyDelivery %s: dup %v, %v", id, dup, err)
+	}
+	if fmt.Sprint(eff.Sessions) != fmt.Sprint(want) {
+		t.Fatalf("delivery %s counts %v, want %v", id, eff.Sessions, want)
+	}
+}
+
+// TestReadsSettleFirst: a push's answer counts the sessions it moves but
+// leaves them to Settle; every read that reports validity settles first, so
+// none of them ever shows the verdict from before the push, and the change
+// is in the log with the delivery as evidence.
+func TestReadsSettleFirst(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		sess := newSession(t, s, "owner/name")
+		pushTo(t, s, "d0", "", headA, map[string]int{}) // no checkpoint yet: unverified stays
+		if err := s.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if cp, err := write(ctx, s, sess.ID, doc(sess.CurrentRun, "implementing")); err != nil || cp.Validity != checkpointd.ValidityValid {
+			t.Fatalf("checkpoint at the live head: %v, %v", cp, err)
+		}
+
+		reads := []struct {
+			name string
+			read func() (checkpointd.Validity, error)
+		}{
+			{"GetSession", func() (checkpointd.Validity, error) {
+				got, err := s.GetSession(ctx, sess.ID)
+				if err != nil {
+					return "", err
+				}
+				return got.Validity, nil
+			}},
+			{"GetCheckpoint", func() (checkpointd.Validity, error) {
+				cp, err := s.GetCheckpoint(ctx, sess.ID, 0)
+				if err != nil {
+					return "", err
+				}
+				return cp.Validity, nil
+			}},
+			{"ListSessions", func() (checkpointd.Validity, error) {
+				got, err := s.ListSessions(ctx, store.SessionFilter{Validity: checkpointd.ValidityStale, Limit: 10})
+				if err != nil || len(got) == 0 {
+					return checkpointd.ValidityValid, err // not listed as stale
+				}
+				return got[0].Validity, nil
+			}},
+			{"ListEvents", func() (checkpointd.Validity, error) {
+				evs, err := s.ListEvents(ctx, sess.ID, 0, 500)
+				if err != nil {
+					return "", err
+				}
+				last := evs[len(evs)-1]
+				if last.Kind != checkpointd.EventValidity {
+					return checkpointd.ValidityValid, nil
+				}
+				var data struct {
+					To, Source   string
+					ObservedHead string `json:"observed_head"`
+				}
+				if err := json.Unmarshal(last.Data, &data); err != nil {
+					return "", err
+				}
+				if !strings.HasPrefix(data.Source, "webhook:") || data.ObservedHead == "" {
+					return "", fmt.Errorf("evidence %s", last.Data)
+				}
+				return checkpointd.Validity(data.To), nil
+			}},
+			{"ValiditySummary", func() (checkpointd.Validity, error) {
+				counts, _, err := s.ValiditySummary(ctx, 10)
+				if err != nil || counts["stale"] == 0 {
+					return checkpointd.ValidityValid, err
+				}
+				return checkpointd.ValidityStale, nil
+			}},
+		}
+		heads := [2]string{headA, headB}
+		for i, r := range reads {
+			// Each push moves the branch off the checkpoint's head and the
+			// next one back onto it; each read comes before any Settle.
+			from, to := heads[i%2], heads[(i+1)%2]
+			want := checkpointd.ValidityStale
+			if to == headA {
+				want = checkpointd.ValidityValid
+			}
+			pushTo(t, s, fmt.Sprintf("d%d", i+1), from, to, map[string]int{string(want): 1})
+			if r.name == "ListSessions" || r.name == "ValiditySummary" {
+				if want != checkpointd.ValidityStale {
+					t.Fatalf("test layout: %s must read a stale push", r.name)
+				}
+			}
+			got, err := r.read()
+			if err != nil {
+				t.Fatalf("%s: %v", r.name, err)
+			}
+			if got != want {
+				t.Fatalf("%s after a push to %s read %q, want %q", r.name, to[:7], got, want)
+			}
+		}
+	})
+}
+
+// TestSettleOnceOnly: settling twice, or with nothing pending, changes
+// nothing and writes no event; a duplicate delivery queues nothing.
+func TestSettleOnceOnly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		sess := newSession(t, s, "owner/name")
+		if err := s.Settle(ctx); err != nil {
+			t.Fatalf("Settle with nothing observed: %v", err)
+		}
+		pushTo(t, s, "d0", "", headA, map[string]int{})
+		if _, err := write(ctx, s, sess.ID, doc(sess.CurrentRun, "implementing")); err != nil {
+			t.Fatal(err)
+		}
+		validityEvents := func() int { return strings.Count(strings.Join(kinds(t, s, sess.ID), " "), checkpointd.EventValidity) }
+		settledBefore := validityEvents()
+		pushTo(t, s, "d1", headA, headB, map[string]int{"stale": 1})
+		for range 2 {
+			if err := s.Settle(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := kinds(t, s, sess.ID)
+		if n := validityEvents(); n != settledBefore+1 {
+			t.Fatalf("log %v: want one more validity change than %d", before, settledBefore)
+		}
+		_, dup, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "d1", Event: "push", Forge: "gitea", Repo: "owner/name"},
+			[]checkpointd.Observation{{Repo: "Owner/Name", Branch: "fix-12", Before: headB, Head: headA, Source: "webhook:d1"}})
+		if err != nil || !dup {
+			t.Fatalf("redelivery: dup %v, %v", dup, err)
+		}
+		if err := s.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if after := kinds(t, s, sess.ID); strings.Join(after, " ") != strings.Join(before, " ") {
+			t.Fatalf("log grew from %v to %v", before, after)
+		}
+		if got, _ := s.GetSession(ctx, sess.ID); got.Validity != checkpointd.ValidityStale {
+			t.Fatalf("validity %q after a duplicate, want stale", got.Validity)
+		}
+	})
+}
+
+// TestPushesBeforeASettleCoalesce: two pushes settled together judge the
+// sessions once, against the latest live head, with its delivery as the
+// evidence: a push that a later one undid leaves no trace in the verdict.
+func TestPushesBeforeASettleCoalesce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		sess := newSession(t, s, "owner/name")
+		pushTo(t, s, "d0", "", headA, map[string]int{})
+		if _, err := write(ctx, s, sess.ID, doc(sess.CurrentRun, "implementing")); err != nil {
+			t.Fatal(err)
+		}
+		before := strings.Join(kinds(t, s, sess.ID), " ")
+		pushTo(t, s, "d1", headA, headB, map[string]int{"stale": 1})
+		pushTo(t, s, "d2", headB, headA, map[string]int{}) // still valid as stored
+		if err := s.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.GetSession(ctx, sess.ID); got.Validity != checkpointd.ValidityValid {
+			t.Fatalf("validity %q, want valid", got.Validity)
+		}
+		if after := strings.Join(kinds(t, s, sess.ID), " "); after != before {
+			t.Fatalf("log went from %v to %v: the undone push left a trace", before, after)
+		}
+	})
+}
+
+// TestDrainCompletionSettlesFirst: a push that moved a ready session's
+// branch blocks the drain even when nothing settled it before the
+// decision; once the session checkpoints the new head, the drain completes.
+func TestDrainCompletionSettlesFirst(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		sess := newSession(t, s, "owner/name")
+		pushTo(t, s, "d0", "", headA, map[string]int{})
+		if _, _, err := s.StartDrain(ctx, "deploy", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := write(ctx, s, sess.ID, doc(sess.CurrentRun, "implementing")); err != nil {
+			t.Fatal(err)
+		}
+		pushTo(t, s, "d1", headA, headB, map[string]int{"stale": 1})
+		d, err := s.CompleteDrain(ctx, "ops", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Decision == nil || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked || len(d.Decision.Blocking) != 1 {
+			t.Fatalf("decision %+v, want blocked by the pushed session", d.Decision)
+		}
+		next := doc(sess.CurrentRun, "implementing")
+		next.Workspace.Head = headB
+		if cp, err := write(ctx, s, sess.ID, next); err != nil || cp.Validity != checkpointd.ValidityValid {
+			t.Fatalf("checkpoint at the new head: %v, %v", cp, err)
+		}
+		if d, err := s.CompleteDrain(ctx, "ops", 10); err != nil || d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
+			t.Fatalf("decision %+v, %v: want completed", d, err)
+		}
+	})
+}
+
+// TestSettleStoreDown: with the store closed, Settle and the reads that
+// settle first answer store_unavailable, never a verdict.
+func TestSettleStoreDown(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		sess := newSession(t, s, "owner/name")
+		pushTo(t, s, "d0", "", headA, map[string]int{})
+		s.Close()
+		if err := s.Settle(ctx); !isUnavailable(err) {
+			t.Fatalf("Settle on a closed store: %v", err)
+		}
+		if _, err := s.GetSession(ctx, sess.ID); !isUnavailable(err) {
+			t.Fatalf("GetSession on a closed store: %v", err)
+		}
+		if _, err := s.CompleteDrain(ctx, "ops", 10); !isUnavailable(err) {
+			t.Fatalf("CompleteDrain on a closed store: %v", err)
+		}
+	})
+}
+
+func isUnavailable(err error) bool { return errors.Is(err, checkpointd.ErrStoreUnavailable) }
