@@ -138,7 +138,7 @@ ON CONFLICT (repo_id) DO UPDATE SET full_name = excluded.full_name, seen_at = ex
 		return err
 	}
 	eff.LiveRefs++
-	groups, err := judgeRef(ctx, tx, repoKey, ref, row)
+	groups, err := judgeRef(ctx, tx, repoKey, ref, row, state.Gone())
 	if err != nil {
 		return err
 	}
@@ -166,12 +166,19 @@ type validityChange struct{ from, to, reason string }
 
 // judgeRef applies the shared validity rule to every active session bound to
 // a ref in the live state row, grouping the sessions whose validity it
-// changes. It writes nothing.
-func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow) (map[validityChange][]string, error) {
+// changes. It writes nothing. When the judgement is to be applied (forApply)
+// the sessions are locked on PostgreSQL, in id order: a checkpoint write
+// holding one of them may have read the live ref before this one changed,
+// so the judgement must read the head that write commits, not the one
+// before it.
+func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow, forApply bool) (map[validityChange][]string, error) {
 	branch, pr := refTarget(ref)
 	q, arg := `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(branch)
 	if pr > 0 {
 		q, arg = `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, pr
+	}
+	if forApply && tx.DriverName() == "postgres" {
+		q += ` ORDER BY id FOR UPDATE`
 	}
 	var bound []boundSession
 	if err := tx.SelectContext(ctx, &bound, tx.Rebind(q), repoKey, arg); err != nil {

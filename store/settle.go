@@ -89,7 +89,7 @@ func (s *Store) settleRef(ctx context.Context, repoKey, ref string) error {
 		if n := notesFrom(ctx); n != nil {
 			n.cause = settleCause(row.Source)
 		}
-		groups, err := judgeRef(ctx, tx, repoKey, ref, row)
+		groups, err := judgeRef(ctx, tx, repoKey, ref, row, true)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/store"
@@ -249,3 +250,47 @@ func TestSettleStoreDown(t *testing.T) {
 }
 
 func isUnavailable(err error) bool { return errors.Is(err, checkpointd.ErrStoreUnavailable) }
+
+// TestSettleReadsTheHeadAWriteCommits: a checkpoint write holds its session
+// when a push commits; the write judged itself against the head before the
+// push. The settle that follows must wait for the write and judge the head
+// it commits, or the session ends stale at the live head (PostgreSQL: the
+// only engine where the two run at once).
+func TestSettleReadsTheHeadAWriteCommits(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	ctx := t.Context()
+	sess := newSession(t, s, "owner/name")
+	pushTo(t, s, "d0", "", headA, map[string]int{})
+	if cp, err := write(ctx, s, sess.ID, doc(sess.CurrentRun, "implementing")); err != nil || cp.Validity != checkpointd.ValidityValid {
+		t.Fatalf("checkpoint at the live head: %v, %v", cp, err)
+	}
+	// The write in flight: it locked the session and moved its head to B,
+	// judged against the live head A it read (valid→stale).
+	raw := openRaw(t, storetest.Postgres, url)
+	tx, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET head = $1, validity = 'stale' WHERE id = $2`, headB, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	pushTo(t, s, "d1", headA, headB, map[string]int{"stale": 1}) // counted from the committed head A
+	settled := make(chan error, 1)
+	go func() { settled <- s.Settle(ctx) }()
+	select {
+	case err := <-settled:
+		t.Fatalf("Settle returned (%v) while a write held the session", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-settled; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetSession(ctx, sess.ID); got.Validity != checkpointd.ValidityValid {
+		t.Fatalf("validity %q (%s): the settle judged the head from before the write", got.Validity, got.ValidityReason)
+	}
+}
