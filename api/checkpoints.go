@@ -127,6 +127,21 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 		return err
 	}
 	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}}
+	var cp *checkpointd.Checkpoint
+	if sess.Latest != nil {
+		if cp, err = a.Store.GetCheckpoint(r.Context(), sess.ID, sess.Latest.Seq); err != nil {
+			return err
+		}
+		if cp.Validity != sess.Validity {
+			// A push was settled between the two reads: take the reason
+			// from the same verdict.
+			if sess, err = a.Store.GetSession(r.Context(), sess.ID); err != nil {
+				return err
+			}
+		}
+	}
+	// Read after the verdict, so the live head shown is never older than
+	// the one the verdict was judged against.
 	if resp.Live, err = a.Store.LiveRef(r.Context(), sess); err != nil {
 		return err
 	}
@@ -136,13 +151,9 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 	if sess.State != checkpointd.SessionActive {
 		resp.Reasons = append(resp.Reasons, "session_ended")
 	}
-	if sess.Latest == nil {
+	if cp == nil {
 		resp.Reasons = append(resp.Reasons, "no_checkpoint")
 		return writeJSON(w, http.StatusOK, resp)
-	}
-	cp, err := a.Store.GetCheckpoint(r.Context(), sess.ID, sess.Latest.Seq)
-	if err != nil {
-		return err
 	}
 	resp.Checkpoint = cp
 	resp.Validity = cp.Validity

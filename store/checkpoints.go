@@ -46,7 +46,17 @@ UPDATE sessions SET
     write_failed_at = NULL,
     write_failed_code = ''
 WHERE id = ? AND state = 'active' AND current_run_id = ? AND run_seq = ?
-RETURNING checkpoint_seq, event_seq, repo, role, validity, leases_ok, branch, pr, latest_complete, latest_missing, drain_ready`
+RETURNING checkpoint_seq, event_seq, repo, role, validity, leases_ok, branch, pr, latest_complete, latest_missing, drain_ready,
+    NULL AS old_branch, NULL AS old_pr`
+
+// advanceSessionPG is advanceSession that also returns the binding before
+// the write (the locked row's, read by the FROM): on PostgreSQL a write
+// that moves its session to another ref must read that ref's live state
+// with a lock (WriteCheckpoint).
+var advanceSessionPG = strings.Replace(strings.Replace(advanceSession,
+	"WHERE id = ? AND state",
+	"FROM (SELECT id AS old_id, branch AS old_branch, pr AS old_pr FROM sessions WHERE id = ? FOR UPDATE) o\nWHERE sessions.id = o.old_id AND state", 1),
+	"NULL AS old_branch, NULL AS old_pr", "o.old_branch, o.old_pr", 1)
 
 // setReadiness keeps what the drain gate needs on the session row; a
 // checkpoint written while a drain runs makes the session ready for it when
@@ -99,10 +109,12 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		var was struct {
 			complete, ready bool
 			missing         string
+			branch          sql.NullString
+			pr              sql.NullInt64
 		}
 		err := tx.StmtxContext(ctx, hot.advance).QueryRowxContext(ctx, micros(now), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
 			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK,
-			&boundBranch, &boundPR, &was.complete, &was.missing, &was.ready)
+			&boundBranch, &boundPR, &was.complete, &was.missing, &was.ready, &was.branch, &was.pr)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.whyRejected(ctx, tx, w.SessionID, doc.RunID, doc.FencingToken)
 		}
@@ -144,7 +156,16 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			parent := seq - 1
 			cp.ParentSeq = &parent
 		}
-		live, err := liveRef(ctx, tx, tx.StmtxContext(ctx, hot.liveRefs), repo, boundBranch, boundPR)
+		// The session's own ref is read plainly: a settle of it locks the
+		// session and waits for this write. A ref the session moves to is
+		// not: no settle of it knows this session before the commit, so
+		// the read waits for a delivery to it in flight (FOR SHARE) and
+		// judges the head that delivery commits.
+		liveStmt := tx.StmtxContext(ctx, hot.liveRefs)
+		if (was.branch.Valid && was.branch.String != boundBranch) || (was.pr.Valid && was.pr.Int64 != boundPR) {
+			liveStmt = nil
+		}
+		live, err := liveRef(ctx, tx, liveStmt, repo, boundBranch, boundPR, liveStmt == nil)
 		if err != nil {
 			return err
 		}
@@ -195,7 +216,7 @@ func (s *Store) checkpointStatements(ctx context.Context) (*checkpointStatements
 	for _, p := range []struct {
 		dst   **sqlx.Stmt
 		query string
-	}{{&h.advance, advanceSession}, {&h.liveRefs, selectLiveRefs}, {&h.insertCheckpoint, insertCheckpoint}, {&h.insertEvent, insertEventSQL}} {
+	}{{&h.advance, s.dialectSQL(advanceSession, advanceSessionPG)}, {&h.liveRefs, selectLiveRefs}, {&h.insertCheckpoint, insertCheckpoint}, {&h.insertEvent, insertEventSQL}} {
 		st, err := s.prepared(ctx, s.wdb, p.query)
 		if err != nil {
 			return nil, err

@@ -92,7 +92,7 @@ ORDER BY id LIMIT ?`), limit); err != nil {
 			// A delivery that committed before this point and whose
 			// sessions are not re-judged yet may have made one of them
 			// stale: settle it and decide again.
-			if pending, err := unsettled(ctx, tx); err != nil || pending {
+			if pending, err := unsettledBound(ctx, tx); err != nil || pending {
 				return cmp.Or(err, errDrainRaced)
 			}
 			dec.Counts = checkpointd.DrainCounts{Active: n, Ready: n}

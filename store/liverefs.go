@@ -16,8 +16,9 @@ const selectLiveRefs = `SELECT ref, head, state, observed_at, source FROM live_r
 // liveRef returns the live state of the ref a session is bound to: its
 // branch when it has one (a PR's head is its branch's head), else its PR;
 // nil when nothing was observed. stmt, when not nil, is selectLiveRefs
-// prepared for q.
-func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, branch string, pr int64) (*checkpointd.LiveRef, error) {
+// prepared for q. share locks the rows read (PostgreSQL), so a delivery to
+// them in flight is waited for.
+func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, branch string, pr int64, share bool) (*checkpointd.LiveRef, error) {
 	if branch == "" && pr <= 0 {
 		return nil, nil
 	}
@@ -37,7 +38,11 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, 
 	if stmt != nil {
 		err = stmt.SelectContext(ctx, &rows, strings.ToLower(repo), branchRef, prRef)
 	} else {
-		err = sqlx.SelectContext(ctx, q, &rows, rebind(q, selectLiveRefs), strings.ToLower(repo), branchRef, prRef)
+		query := rebind(q, selectLiveRefs)
+		if d, ok := q.(interface{ DriverName() string }); share && ok && d.DriverName() == "postgres" {
+			query += ` FOR SHARE` // SQLite has one writer: nothing is in flight
+		}
+		err = sqlx.SelectContext(ctx, q, &rows, query, strings.ToLower(repo), branchRef, prRef)
 	}
 	if err != nil {
 		return nil, err
@@ -63,7 +68,7 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, 
 // LiveRef returns what was last observed of the ref a session is bound to,
 // or nil. Errors: ErrStoreUnavailable.
 func (s *Store) LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error) {
-	r, err := liveRef(ctx, s.rdb, nil, sess.Repo, sess.Branch, sess.PR)
+	r, err := liveRef(ctx, s.rdb, nil, sess.Repo, sess.Branch, sess.PR, false)
 	return r, s.classify(err)
 }
 

@@ -214,7 +214,8 @@ func applyJudgement(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row l
 			return err
 		}
 	}
-	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE live_refs SET settled_version = ? WHERE repo_key = ? AND ref = ?`), row.Version, repoKey, ref)
+	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE live_refs SET settled_version = ? WHERE repo_key = ? AND ref = ? AND settled_version < ?`),
+		row.Version, repoKey, ref, row.Version)
 	return err
 }
 

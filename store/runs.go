@@ -136,7 +136,7 @@ func (s *Store) EndSession(ctx context.Context, sessionID, runID string, outcome
 	if err != nil {
 		return nil, err
 	}
-	return s.GetSession(ctx, sessionID)
+	return s.getSession(ctx, sessionID)
 }
 
 // whyRejected explains why a conditional update by a run matched no row.

@@ -85,7 +85,7 @@ func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.
 	if sess != nil {
 		return sess, nil
 	}
-	return s.GetSession(ctx, sid)
+	return s.getSession(ctx, sid)
 }
 
 // sessionRow is a session joined with its current run and latest checkpoint.
@@ -166,6 +166,13 @@ func (s *Store) GetSession(ctx context.Context, id string) (*checkpointd.Session
 	if err := s.settled(ctx); err != nil {
 		return nil, err
 	}
+	return s.getSession(ctx, id)
+}
+
+// getSession is GetSession without settling first: the answer of a write
+// that committed must not turn into a failure because settling some ref
+// failed, nor wait for it.
+func (s *Store) getSession(ctx context.Context, id string) (*checkpointd.Session, error) {
 	var row sessionRow
 	err := s.rdb.GetContext(ctx, &row, s.rdb.Rebind(selectSession+` WHERE s.id = ?`), id)
 	if errors.Is(err, sql.ErrNoRows) {

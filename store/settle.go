@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -27,8 +29,16 @@ const settleBatch = 100
 // evidence (the observation that set the ref's live state). Refs that
 // change again while it runs are settled by the next call. Errors:
 // ErrStoreUnavailable.
+//
+// Callers in one process take turns: a burst of deliveries then waits in
+// Go for the one settle that covers them all, instead of each holding a
+// pooled connection while it waits on the same row locks. A ref that fails
+// does not hold up the others; the errors are joined.
 func (s *Store) Settle(ctx context.Context) error {
+	s.settling.Lock()
+	defer s.settling.Unlock()
 	var after struct{ repoKey, ref string }
+	var failed []error
 	for {
 		var refs []struct {
 			RepoKey string `db:"repo_key"`
@@ -37,15 +47,18 @@ func (s *Store) Settle(ctx context.Context) error {
 		if err := s.rdb.SelectContext(ctx, &refs, s.rdb.Rebind(`SELECT repo_key, ref FROM live_refs
 WHERE version <> settled_version AND (repo_key > ? OR (repo_key = ? AND ref > ?))
 ORDER BY repo_key, ref LIMIT ?`), after.repoKey, after.repoKey, after.ref, settleBatch); err != nil {
-			return s.classify(err)
+			return errors.Join(append(failed, s.classify(err))...)
 		}
 		for _, r := range refs {
 			if err := s.settleRef(ctx, r.RepoKey, r.Ref); err != nil {
-				return err
+				if ctx.Err() != nil {
+					return err
+				}
+				failed = append(failed, fmt.Errorf("settle %s %s: %w", r.RepoKey, r.Ref, err))
 			}
 		}
 		if len(refs) < settleBatch {
-			return nil
+			return errors.Join(failed...)
 		}
 		after.repoKey, after.ref = refs[len(refs)-1].RepoKey, refs[len(refs)-1].Ref
 	}
@@ -68,6 +81,20 @@ func (s *Store) settled(ctx context.Context) error {
 func unsettled(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
 	var n int
 	err := sqlx.GetContext(ctx, q, &n, `SELECT COUNT(*) FROM (SELECT 1 FROM live_refs WHERE version <> settled_version LIMIT 1) p`)
+	return n > 0, err
+}
+
+// unsettledBound is unsettled for the refs an active session is bound to:
+// a push to a branch nobody works on does not concern a drain.
+func unsettledBound(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `SELECT COUNT(*) FROM (SELECT 1 FROM live_refs l
+WHERE l.version <> l.settled_version AND (
+    (l.ref LIKE 'branch:%' AND EXISTS (SELECT 1 FROM sessions s
+        WHERE s.repo_key = l.repo_key AND s.branch = substr(l.ref, 8) AND s.state = 'active'))
+ OR (l.ref LIKE 'pr:%' AND EXISTS (SELECT 1 FROM sessions s
+        WHERE s.repo_key = l.repo_key AND s.pr = CAST(substr(l.ref, 4) AS BIGINT) AND s.state = 'active')))
+LIMIT 1) p`)
 	return n > 0, err
 }
 

@@ -294,3 +294,73 @@ func TestSettleReadsTheHeadAWriteCommits(t *testing.T) {
 		t.Fatalf("validity %q (%s): the settle judged the head from before the write", got.Validity, got.ValidityReason)
 	}
 }
+
+// TestWriteMovingToARefWaitsForItsDelivery: a checkpoint write that moves
+// its session onto a branch holds that branch's live state until it
+// commits. A push to the branch committed in between would otherwise be
+// settled without the session (its committed branch is still the old one)
+// while the write's verdict, judged against the head before the push,
+// stays: valid at a head the branch has left. PostgreSQL only: SQLite has
+// one writer. The write is held after its live read by a lock on its
+// idempotency claim, which it completes last.
+func TestWriteMovingToARefWaitsForItsDelivery(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	ctx := t.Context()
+	sess, err := s.CreateSession(ctx, store.NewSession{Repo: "owner/name", Role: "author", Issue: 12, Branch: "other",
+		Agent: checkpointd.Agent{Runtime: "claude-code"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushTo(t, s, "d0", "", headA, map[string]int{})
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claim, _, err := s.ClaimIdempotency(ctx, sess.ID, "k1", "hmac-sha256:v1:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := openRaw(t, storetest.Postgres, url)
+	hold, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback()
+	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM idempotency WHERE scope = $1 FOR UPDATE`, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() { // moves the session from "other" to fix-12 at head A
+		_, err := s.WriteCheckpoint(ctx, store.CheckpointWrite{SessionID: sess.ID, Doc: doc(sess.CurrentRun, "implementing"),
+			Digest: "hmac-sha256:v1:00", Idempotency: &store.Idempotency{Scope: sess.ID, Key: "k1", Claim: claim, Status: 201,
+				Render: func(any) ([]byte, error) { return []byte(`{}`), nil }}})
+		wrote <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the write has read fix-12's live head and waits on its claim
+	pushed := make(chan error, 1)
+	go func() {
+		_, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "d1", Event: "push", Forge: "gitea", Repo: "owner/name"},
+			[]checkpointd.Observation{{Repo: "owner/name", Branch: "fix-12", Before: headA, Head: headB, Source: "webhook:d1"}})
+		pushed <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := s.Settle(ctx); err != nil { // settles the push if it committed: without the session
+		t.Fatal(err)
+	}
+	if err := hold.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-pushed; err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Branch != "fix-12" || got.Validity != checkpointd.ValidityStale {
+		t.Fatalf("session on %q is %q at head %s after a push to %s", got.Branch, got.Validity, headA[:7], headB[:7])
+	}
+}

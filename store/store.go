@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -67,6 +68,8 @@ type Store struct {
 	obs                                Observer
 	// errorsKeep is how many durable errors are kept per source.
 	errorsKeep int
+	// settling lets one Settle of this process run at a time (settle.go).
+	settling sync.Mutex
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -293,6 +296,14 @@ func isUnique(err error) bool {
 		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 	}
 	return false
+}
+
+// dialectSQL picks the statement written for the store's engine.
+func (s *Store) dialectSQL(sqlite, postgres string) string {
+	if s.dialect == migrations.Postgres {
+		return postgres
+	}
+	return sqlite
 }
 
 // now is the clock's time at the precision the columns keep, so what a
