@@ -90,28 +90,3 @@ func (s *Store) runLocked(ctx context.Context, name string, fn func(ctx context.
 		}
 	}
 }
-
-// ExclusiveHeldElsewhere reports whether another process holds the lock of
-// name right now (always false on SQLite). serve asks it of reconcile at
-// boot: when another replica is serving and reconciling, webhooks were not
-// lost while this one was down, and validity need not be reset.
-func (s *Store) ExclusiveHeldElsewhere(ctx context.Context, name string) (bool, error) {
-	if s.dialect != migrations.Postgres {
-		return false, nil
-	}
-	conn, err := s.wdb.Connx(ctx)
-	if err != nil {
-		return false, s.classify(err)
-	}
-	defer conn.Close()
-	var got bool
-	if err := conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock(`+lockSQL+`)`, name); err != nil {
-		return false, s.classify(err)
-	}
-	if got {
-		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock(`+lockSQL+`)`, name); err != nil {
-			return false, s.classify(err)
-		}
-	}
-	return !got, nil
-}

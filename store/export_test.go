@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd/migrations"
 )
 
 // SetExclusiveTiming shortens RunExclusive's retry and keepalive for tests.
@@ -59,4 +61,27 @@ func RetentionPlanQueries() []PlanQuery {
 // TrimEvents is trimEvents, for tests.
 func TrimEvents(ctx context.Context, s *Store, sessionID string, batch int) (int64, error) {
 	return s.trimEvents(ctx, sessionID, batch)
+}
+
+// ExclusiveHeldElsewhere reports whether another process holds the lock of
+// name right now (always false on SQLite).
+func (s *Store) ExclusiveHeldElsewhere(ctx context.Context, name string) (bool, error) {
+	if s.dialect != migrations.Postgres {
+		return false, nil
+	}
+	conn, err := s.wdb.Connx(ctx)
+	if err != nil {
+		return false, s.classify(err)
+	}
+	defer conn.Close()
+	var got bool
+	if err := conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock(`+lockSQL+`)`, name); err != nil {
+		return false, s.classify(err)
+	}
+	if got {
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock(`+lockSQL+`)`, name); err != nil {
+			return false, s.classify(err)
+		}
+	}
+	return !got, nil
 }

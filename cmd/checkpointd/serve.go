@@ -149,16 +149,22 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// Webhooks sent while the daemon was down are lost: nothing observed
 	// before this start counts until reconcile has asked the forge again.
 	// This happens before serving, so no resume answer says otherwise.
-	// With several replicas, one that reconciles is serving: the daemon
-	// was not down, and its evidence stands.
-	if others, err := s.ExclusiveHeldElsewhere(ctx, workReconcile); err != nil {
-		return fmt.Errorf("cannot tell whether another replica is serving: %w", err)
-	} else if others {
-		log.Info("another replica is serving and reconciling; validity kept")
-	} else if n, err := s.ResetValidity(ctx, "the daemon restarted; not reconciled since"); err != nil {
+	// With several replicas, when another one is serving the daemon was
+	// not down and its evidence stands; replicas starting together after
+	// an outage reset once (store.JoinServing).
+	first, leaveServing, err := s.JoinServing(ctx, func(ctx context.Context) error {
+		n, err := s.ResetValidity(ctx, "the daemon restarted; not reconciled since")
+		if err == nil && n > 0 {
+			log.Info("sessions unverified until reconciled", slog.Int("count", n))
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("cannot reset validity: %w", err)
-	} else if n > 0 {
-		log.Info("sessions unverified until reconciled", slog.Int("count", n))
+	}
+	defer leaveServing()
+	if !first {
+		log.Info("another replica is serving; validity kept")
 	}
 
 	leases := lease.NewManager(s, log)
