@@ -138,15 +138,19 @@ ON CONFLICT (repo_id) DO UPDATE SET full_name = excluded.full_name, seen_at = ex
 		return err
 	}
 	eff.LiveRefs++
-	groups, err := judgeRef(ctx, tx, repoKey, ref, row, state.Gone())
+	if !state.Gone() {
+		moved, err := countRef(ctx, tx, repoKey, ref, row)
+		for to, n := range moved {
+			eff.Sessions[to] += n
+		}
+		return err
+	}
+	groups, err := judgeRef(ctx, tx, repoKey, ref, row)
 	if err != nil {
 		return err
 	}
 	for c, ids := range groups {
 		eff.Sessions[c.to] += len(ids)
-	}
-	if !state.Gone() {
-		return nil
 	}
 	if err := applyJudgement(ctx, tx, repoKey, ref, row, groups, now); err != nil {
 		return err
@@ -166,43 +170,72 @@ type validityChange struct{ from, to, reason string }
 
 // judgeRef applies the shared validity rule to every active session bound to
 // a ref in the live state row, grouping the sessions whose validity it
-// changes. It writes nothing. When the judgement is to be applied (forApply)
-// the sessions are locked on PostgreSQL, in id order: a checkpoint write
-// holding one of them may have read the live ref before this one changed,
-// so the judgement must read the head that write commits, not the one
-// before it.
-func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow, forApply bool) (map[validityChange][]string, error) {
+// changes, to apply the change. It writes nothing. The sessions are locked
+// on PostgreSQL, in id order: a checkpoint write holding one of them may
+// have read the live ref before this one changed, so the judgement must
+// read the head that write commits, not the one before it.
+func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow) (map[validityChange][]string, error) {
 	branch, pr := refTarget(ref)
 	q, arg := `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(branch)
 	if pr > 0 {
 		q, arg = `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, pr
 	}
-	if forApply && tx.DriverName() == "postgres" {
+	if tx.DriverName() == "postgres" {
 		q += ` ORDER BY id FOR UPDATE`
 	}
 	var bound []boundSession
 	if err := tx.SelectContext(ctx, &bound, tx.Rebind(q), repoKey, arg); err != nil {
 		return nil, err
 	}
+	groups := map[validityChange][]string{}
+	for _, b := range bound {
+		if c, ok := judgeBound(b, row); ok {
+			groups[c] = append(groups[c], b.ID)
+		}
+	}
+	return groups, nil
+}
+
+// countRef is judgeRef for a delivery's answer: how many sessions move to
+// each validity, read as one row per distinct (head, validity, leases)
+// rather than one per session.
+func countRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow) (map[string]int, error) {
+	branch, pr := refTarget(ref)
+	col, arg := "branch", any(branch)
+	if pr > 0 {
+		col, arg = "pr", pr
+	}
+	var bound []struct {
+		boundSession
+		N int `db:"n"`
+	}
+	if err := tx.SelectContext(ctx, &bound, tx.Rebind(`SELECT '' AS id, head, validity, leases_ok, COUNT(*) AS n FROM sessions
+WHERE repo_key = ? AND `+col+` = ? AND state = 'active' GROUP BY head, validity, leases_ok`), repoKey, arg); err != nil {
+		return nil, err
+	}
+	moved := map[string]int{}
+	for _, b := range bound {
+		if c, ok := judgeBound(b.boundSession, row); ok {
+			moved[c.to] += b.N
+		}
+	}
+	return moved, nil
+}
+
+// judgeBound applies the shared validity rule to one bound session and
+// says whether its validity changes. Invalidated is final.
+func judgeBound(b boundSession, row liveRefRow) (validityChange, bool) {
+	if b.Validity == string(checkpointd.ValidityInvalidated) {
+		return validityChange{}, false
+	}
 	state := checkpointd.LiveRefState(row.State)
 	live := row.Head
 	if state == checkpointd.RefAmbiguous {
 		live = ""
 	}
-	groups := map[validityChange][]string{}
-	for _, b := range bound {
-		if b.Validity == string(checkpointd.ValidityInvalidated) {
-			continue // final
-		}
-		to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{
-			Invalidated: state.Gone(), LeasesHeld: b.LeasesOK, Head: b.Head, LiveHead: live})
-		if string(to) == b.Validity {
-			continue
-		}
-		c := validityChange{b.Validity, string(to), reason}
-		groups[c] = append(groups[c], b.ID)
-	}
-	return groups, nil
+	to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{
+		Invalidated: state.Gone(), LeasesHeld: b.LeasesOK, Head: b.Head, LiveHead: live})
+	return validityChange{b.Validity, string(to), reason}, string(to) != b.Validity
 }
 
 // applyJudgement records judgeRef's changes, each with the ref's live state

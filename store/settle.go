@@ -116,7 +116,7 @@ func (s *Store) settleRef(ctx context.Context, repoKey, ref string) error {
 		if n := notesFrom(ctx); n != nil {
 			n.cause = settleCause(row.Source)
 		}
-		groups, err := judgeRef(ctx, tx, repoKey, ref, row, true)
+		groups, err := judgeRef(ctx, tx, repoKey, ref, row)
 		if err != nil {
 			return err
 		}
