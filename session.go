@@ -108,6 +108,9 @@ type Checkpoint struct {
 	// Validity is the session's validity when this is its latest checkpoint,
 	// and "superseded" for older ones: validity judges only the latest.
 	Validity Validity `json:"validity"`
+	// ValidityReason says why the latest checkpoint is not valid; it is read
+	// with Validity, so the two always agree (the resume verdict shows it).
+	ValidityReason string `json:"-"`
 }
 
 // ValiditySuperseded marks a checkpoint that is no longer its session's

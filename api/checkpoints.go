@@ -129,15 +129,10 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}}
 	var cp *checkpointd.Checkpoint
 	if sess.Latest != nil {
-		if cp, err = a.Store.GetCheckpoint(r.Context(), sess.ID, sess.Latest.Seq); err != nil {
+		// The latest, whichever it is now: its verdict and reason are read
+		// together.
+		if cp, err = a.Store.GetCheckpoint(r.Context(), sess.ID, 0); err != nil {
 			return err
-		}
-		if cp.Validity != sess.Validity {
-			// A push was settled between the two reads: take the reason
-			// from the same verdict.
-			if sess, err = a.Store.GetSession(r.Context(), sess.ID); err != nil {
-				return err
-			}
 		}
 	}
 	// Read after the verdict, so the live head shown is never older than
@@ -159,8 +154,8 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 	resp.Validity = cp.Validity
 	if cp.Validity != checkpointd.ValidityValid {
 		reason := string(cp.Validity)
-		if sess.ValidityReason != "" {
-			reason += ": " + sess.ValidityReason
+		if cp.ValidityReason != "" {
+			reason += ": " + cp.ValidityReason
 		}
 		resp.Reasons = append(resp.Reasons, reason)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -156,16 +157,22 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			parent := seq - 1
 			cp.ParentSeq = &parent
 		}
-		// The session's own ref is read plainly: a settle of it locks the
-		// session and waits for this write. A ref the session moves to is
-		// not: no settle of it knows this session before the commit, so
-		// the read waits for a delivery to it in flight (FOR SHARE) and
-		// judges the head that delivery commits.
-		liveStmt := tx.StmtxContext(ctx, hot.liveRefs)
-		if (was.branch.Valid && was.branch.String != boundBranch) || (was.pr.Valid && was.pr.Int64 != boundPR) {
-			liveStmt = nil
+		// A settle of a ref the session was bound to locks the session, so
+		// it waits for this write. A ref the session moves to has no settle
+		// that knows the session before the commit: hold its row first, so
+		// a delivery to it waits for this write and its settle sees the
+		// session (PostgreSQL; advanceSessionPG says what moved).
+		var moved []string
+		if was.branch.Valid && was.branch.String != boundBranch && boundBranch != "" {
+			moved = append(moved, "branch:"+boundBranch)
 		}
-		live, err := liveRef(ctx, tx, liveStmt, repo, boundBranch, boundPR, liveStmt == nil)
+		if was.pr.Valid && was.pr.Int64 != boundPR && boundPR > 0 {
+			moved = append(moved, "pr:"+strconv.FormatInt(boundPR, 10))
+		}
+		if err := holdRefs(ctx, tx, strings.ToLower(repo), moved); err != nil {
+			return err
+		}
+		live, err := liveRef(ctx, tx, tx.StmtxContext(ctx, hot.liveRefs), repo, boundBranch, boundPR)
 		if err != nil {
 			return err
 		}
@@ -279,12 +286,13 @@ type checkpointRow struct {
 	Sealed     string        `db:"sealed"`
 	Latest     int64         `db:"latest"`
 	Validity   string        `db:"validity"`
+	Reason     string        `db:"validity_reason"`
 }
 
 const selectCheckpoint = `
 SELECT c.session_id, c.seq, c.parent_seq, c.run_id, c.created_at, c.stage, c.branch, c.head,
     c.digest, c.redactions, c.complete, c.missing, c.document, c.sealed,
-    s.checkpoint_seq AS latest, s.validity
+    s.checkpoint_seq AS latest, s.validity, s.validity_reason
 FROM checkpoints c JOIN sessions s ON s.id = c.session_id
 WHERE c.session_id = ? AND c.seq = `
 
@@ -332,7 +340,7 @@ func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) 
 	}
 	cp.Validity = checkpointd.ValiditySuperseded
 	if row.Seq == row.Latest {
-		cp.Validity = checkpointd.Validity(row.Validity)
+		cp.Validity, cp.ValidityReason = checkpointd.Validity(row.Validity), row.Reason
 	}
 	return cp, nil
 }

@@ -15,7 +15,7 @@ import (
 
 // errDrainRaced reports a session that stopped being ready between the
 // index read and locking every active row; the decision is taken again.
-var errDrainRaced = errors.New("a session changed while the drain was being completed")
+var errDrainRaced = fmt.Errorf("%w: sessions kept changing while the drain was being completed; try again", checkpointd.ErrStoreUnavailable)
 
 // CompleteDrain asks the gate to complete the open drain. It answers the
 // drain with the decision taken: completed when no active session blocks it
@@ -141,8 +141,10 @@ func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, 
 			CheckpointSeq int64  `db:"checkpoint_seq"`
 		}
 		var ids []string
-		if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM sessions WHERE state = 'active' AND id > ? ORDER BY id LIMIT ?`),
-			after, decisionChunk); err != nil {
+		// Locked here, in id order, as settles lock sessions: the UPDATE
+		// below may visit them in any order.
+		if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM sessions WHERE state = 'active' AND id > ? ORDER BY id LIMIT ?`+
+			s.dialectSQL("", " FOR UPDATE")), after, decisionChunk); err != nil {
 			return 0, err
 		}
 		if len(ids) == 0 {

@@ -16,9 +16,8 @@ const selectLiveRefs = `SELECT ref, head, state, observed_at, source FROM live_r
 // liveRef returns the live state of the ref a session is bound to: its
 // branch when it has one (a PR's head is its branch's head), else its PR;
 // nil when nothing was observed. stmt, when not nil, is selectLiveRefs
-// prepared for q. share locks the rows read (PostgreSQL), so a delivery to
-// them in flight is waited for.
-func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, branch string, pr int64, share bool) (*checkpointd.LiveRef, error) {
+// prepared for q.
+func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, branch string, pr int64) (*checkpointd.LiveRef, error) {
 	if branch == "" && pr <= 0 {
 		return nil, nil
 	}
@@ -38,11 +37,7 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, 
 	if stmt != nil {
 		err = stmt.SelectContext(ctx, &rows, strings.ToLower(repo), branchRef, prRef)
 	} else {
-		query := rebind(q, selectLiveRefs)
-		if d, ok := q.(interface{ DriverName() string }); share && ok && d.DriverName() == "postgres" {
-			query += ` FOR SHARE` // SQLite has one writer: nothing is in flight
-		}
-		err = sqlx.SelectContext(ctx, q, &rows, query, strings.ToLower(repo), branchRef, prRef)
+		err = sqlx.SelectContext(ctx, q, &rows, rebind(q, selectLiveRefs), strings.ToLower(repo), branchRef, prRef)
 	}
 	if err != nil {
 		return nil, err
@@ -68,7 +63,7 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, 
 // LiveRef returns what was last observed of the ref a session is bound to,
 // or nil. Errors: ErrStoreUnavailable.
 func (s *Store) LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error) {
-	r, err := liveRef(ctx, s.rdb, nil, sess.Repo, sess.Branch, sess.PR, false)
+	r, err := liveRef(ctx, s.rdb, nil, sess.Repo, sess.Branch, sess.PR)
 	return r, s.classify(err)
 }
 
@@ -78,4 +73,24 @@ func rebind(q sqlx.QueryerContext, query string) string {
 		return b.Rebind(query)
 	}
 	return query
+}
+
+// holdRefs locks the live_refs rows of refs until the transaction ends,
+// creating an empty one (state ”, which reads as nothing observed) for a
+// ref never observed, so that a first delivery to it waits too. Only on
+// PostgreSQL: SQLite has one writer, so no delivery is in flight.
+func holdRefs(ctx context.Context, tx *sqlx.Tx, repoKey string, refs []string) error {
+	if len(refs) == 0 || tx.DriverName() != "postgres" {
+		return nil
+	}
+	for _, ref := range refs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO live_refs (repo_key, ref, state, observed_at, source) VALUES ($1, $2, '', 0, '')
+ON CONFLICT (repo_key, ref) DO NOTHING`, repoKey, ref); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM live_refs WHERE repo_key = $1 AND ref = $2 FOR SHARE`, repoKey, ref); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/migrations"
 )
 
@@ -35,8 +36,12 @@ const settleBatch = 100
 // pooled connection while it waits on the same row locks. A ref that fails
 // does not hold up the others; the errors are joined.
 func (s *Store) Settle(ctx context.Context) error {
-	s.settling.Lock()
-	defer s.settling.Unlock()
+	select {
+	case s.settling <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting to settle: %w", checkpointd.ErrStoreUnavailable, ctx.Err())
+	}
+	defer func() { <-s.settling }()
 	var after struct{ repoKey, ref string }
 	var failed []error
 	for {
@@ -150,8 +155,10 @@ func (s *Store) RunSettle(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if err := s.Settle(ctx); err != nil && ctx.Err() == nil {
+		pass, cancel := context.WithTimeout(ctx, SettleSweep)
+		if err := s.Settle(pass); err != nil && ctx.Err() == nil {
 			s.log.Warn("settling live refs failed", slog.Any("err", err))
 		}
+		cancel()
 	}
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -299,68 +300,179 @@ func TestSettleReadsTheHeadAWriteCommits(t *testing.T) {
 // its session onto a branch holds that branch's live state until it
 // commits. A push to the branch committed in between would otherwise be
 // settled without the session (its committed branch is still the old one)
-// while the write's verdict, judged against the head before the push,
-// stays: valid at a head the branch has left. PostgreSQL only: SQLite has
-// one writer. The write is held after its live read by a lock on its
-// idempotency claim, which it completes last.
+// while the write's verdict, judged against the state before the push,
+// stays. Both when the branch was observed before (the verdict would stay
+// valid at a head the branch left) and when the push is its first
+// observation (it would stay unverified at the live head). PostgreSQL
+// only: SQLite has one writer. The write is held after its live read by a
+// lock on its idempotency claim, which it completes last.
 func TestWriteMovingToARefWaitsForItsDelivery(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		observed bool
+		from, to string
+		want     checkpointd.Validity
+	}{
+		{"observed before", true, headA, headB, checkpointd.ValidityStale},
+		{"first observation", false, "", headA, checkpointd.ValidityValid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := storetest.URL(t, storetest.Postgres)
+			s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+			ctx := t.Context()
+			sess, err := s.CreateSession(ctx, store.NewSession{Repo: "owner/name", Role: "author", Issue: 12, Branch: "other",
+				Agent: checkpointd.Agent{Runtime: "claude-code"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.observed {
+				pushTo(t, s, "d0", "", headA, map[string]int{})
+				if err := s.Settle(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claim, _, err := s.ClaimIdempotency(ctx, sess.ID, "k1", "hmac-sha256:v1:00")
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := openRaw(t, storetest.Postgres, url)
+			hold, err := raw.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hold.Rollback()
+			if _, err := hold.ExecContext(ctx, `SELECT 1 FROM idempotency WHERE scope = $1 FOR UPDATE`, sess.ID); err != nil {
+				t.Fatal(err)
+			}
+			wrote := make(chan error, 1)
+			go func() { // moves the session from "other" to fix-12 at head A
+				_, err := s.WriteCheckpoint(ctx, store.CheckpointWrite{SessionID: sess.ID, Doc: doc(sess.CurrentRun, "implementing"),
+					Digest: "hmac-sha256:v1:00", Idempotency: &store.Idempotency{Scope: sess.ID, Key: "k1", Claim: claim, Status: 201,
+						Render: func(any) ([]byte, error) { return []byte(`{}`), nil }}})
+				wrote <- err
+			}()
+			time.Sleep(300 * time.Millisecond) // the write has read fix-12's live state and waits on its claim
+			pushed := make(chan error, 1)
+			go func() {
+				_, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "d1", Event: "push", Forge: "gitea", Repo: "owner/name"},
+					[]checkpointd.Observation{{Repo: "owner/name", Branch: "fix-12", Before: tc.from, Head: tc.to, Source: "webhook:d1"}})
+				pushed <- err
+			}()
+			time.Sleep(300 * time.Millisecond)
+			if err := s.Settle(ctx); err != nil { // settles the push if it committed: without the session
+				t.Fatal(err)
+			}
+			if err := hold.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-wrote; err != nil {
+				t.Fatal(err)
+			}
+			if err := <-pushed; err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.GetSession(ctx, sess.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Branch != "fix-12" || got.Validity != tc.want {
+				t.Fatalf("session on %q is %q (%s) after a push %s→%s, want %q",
+					got.Branch, got.Validity, got.ValidityReason, tc.from, tc.to[:7], tc.want)
+			}
+		})
+	}
+}
+
+// TestWriteSettingItsPRDoesNotWaitOnItsBranch: a write that binds its
+// session to a PR while staying on its branch holds only the PR's live
+// state. Holding the branch's too would deadlock with a settle of that
+// branch, which holds the branch's row and waits for the session; the
+// database would break the cycle after deadlock_timeout (1 s) and the
+// store retry, so the symptom is a write that takes a second. PostgreSQL.
+func TestWriteSettingItsPRDoesNotWaitOnItsBranch(t *testing.T) {
 	url := storetest.URL(t, storetest.Postgres)
 	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
 	ctx := t.Context()
-	sess, err := s.CreateSession(ctx, store.NewSession{Repo: "owner/name", Role: "author", Issue: 12, Branch: "other",
-		Agent: checkpointd.Agent{Runtime: "claude-code"}})
-	if err != nil {
-		t.Fatal(err)
+	a, b := newSession(t, s, "owner/name"), newSession(t, s, "owner/name") // on fix-12, no PR
+	first, second := a, b                                                  // the settle locks first, then second
+	if b.ID < a.ID {
+		first, second = b, a
 	}
 	pushTo(t, s, "d0", "", headA, map[string]int{})
 	if err := s.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	claim, _, err := s.ClaimIdempotency(ctx, sess.ID, "k1", "hmac-sha256:v1:00")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pushTo(t, s, "d1", headA, headB, map[string]int{}) // left unsettled
 	raw := openRaw(t, storetest.Postgres, url)
 	hold, err := raw.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hold.Rollback()
-	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM idempotency WHERE scope = $1 FOR UPDATE`, sess.ID); err != nil {
+	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, first.ID); err != nil {
 		t.Fatal(err)
 	}
-	wrote := make(chan error, 1)
-	go func() { // moves the session from "other" to fix-12 at head A
-		_, err := s.WriteCheckpoint(ctx, store.CheckpointWrite{SessionID: sess.ID, Doc: doc(sess.CurrentRun, "implementing"),
-			Digest: "hmac-sha256:v1:00", Idempotency: &store.Idempotency{Scope: sess.ID, Key: "k1", Claim: claim, Status: 201,
-				Render: func(any) ([]byte, error) { return []byte(`{}`), nil }}})
-		wrote <- err
-	}()
-	time.Sleep(300 * time.Millisecond) // the write has read fix-12's live head and waits on its claim
-	pushed := make(chan error, 1)
-	go func() {
-		_, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "d1", Event: "push", Forge: "gitea", Repo: "owner/name"},
-			[]checkpointd.Observation{{Repo: "owner/name", Branch: "fix-12", Before: headA, Head: headB, Source: "webhook:d1"}})
-		pushed <- err
-	}()
+	settled := make(chan error, 1)
+	go func() { settled <- s.Settle(ctx) }() // holds fix-12's row, waits for first
 	time.Sleep(300 * time.Millisecond)
-	if err := s.Settle(ctx); err != nil { // settles the push if it committed: without the session
+	wrote := make(chan error, 1)
+	go func() { _, err := write(ctx, s, second.ID, doc(second.CurrentRun, "implementing")); wrote <- err }() // PR 0 → 34
+	time.Sleep(100 * time.Millisecond)
+	if err := hold.Commit(); err != nil {
 		t.Fatal(err)
+	}
+	released := time.Now()
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-settled; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(released); took > 500*time.Millisecond {
+		t.Fatalf("the write and the settle took %v after the lock was released: a deadlock was broken and retried", took)
+	}
+}
+
+// TestSettleWaitEndsWithTheCaller: a read that must settle first, while
+// another settle of this process waits on a row lock, gives up when its
+// own context ends: store_unavailable, not a wait as long as the other's.
+func TestSettleWaitEndsWithTheCaller(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	ctx := t.Context()
+	sess := newSession(t, s, "owner/name")
+	pushTo(t, s, "d0", "", headA, map[string]int{}) // left unsettled
+	raw := openRaw(t, storetest.Postgres, url)
+	hold, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback()
+	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM live_refs FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	settled := make(chan error, 1)
+	go func() { settled <- s.Settle(ctx) }() // waits on the row
+	time.Sleep(200 * time.Millisecond)
+	read := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := s.GetSession(rctx, sess.ID)
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if !errors.Is(err, checkpointd.ErrStoreUnavailable) {
+			t.Fatalf("GetSession while settling is held: %v, want store_unavailable", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("GetSession waited past its deadline for another settle")
 	}
 	if err := hold.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-wrote; err != nil {
+	if err := <-settled; err != nil {
 		t.Fatal(err)
-	}
-	if err := <-pushed; err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.GetSession(ctx, sess.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Branch != "fix-12" || got.Validity != checkpointd.ValidityStale {
-		t.Fatalf("session on %q is %q at head %s after a push to %s", got.Branch, got.Validity, headA[:7], headB[:7])
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -68,8 +67,9 @@ type Store struct {
 	obs                                Observer
 	// errorsKeep is how many durable errors are kept per source.
 	errorsKeep int
-	// settling lets one Settle of this process run at a time (settle.go).
-	settling sync.Mutex
+	// settling lets one Settle of this process run at a time (settle.go):
+	// a one-slot semaphore, so a caller can stop waiting when its ctx ends.
+	settling chan struct{}
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -100,7 +100,7 @@ func IsPostgres(url string) bool {
 // cannot be reached.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{clock: cfg.Clock, log: cfg.Logger, keys: cfg.Keys, errorsKeep: DefaultErrorsKeep,
-		exclusiveRetry: exclusiveRetry, exclusiveKeepalive: exclusiveKeepalive}
+		exclusiveRetry: exclusiveRetry, exclusiveKeepalive: exclusiveKeepalive, settling: make(chan struct{}, 1)}
 	if s.clock == nil {
 		s.clock = checkpointd.SystemClock{}
 	}

@@ -69,6 +69,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.Metrics.WebhookDelivery(d.Event, "applied")
+	// The connection closes after the settle below: the server reads the
+	// next request on a connection only once the handler returns, and the
+	// forge's next delivery must not wait behind this one's settle.
+	w.Header().Set("Connection", "close")
 	write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "effects": effects})
 	// The answer is complete (it carries its length) and on its way; the
 	// forge is not kept waiting while the sessions are re-judged. Every read

@@ -76,6 +76,9 @@ func TestAnswerBeforeSettle(t *testing.T) {
 			if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"sessions":{"stale":1}`) {
 				t.Fatalf("answer %d %s (%v)", resp.StatusCode, body, err)
 			}
+			if !resp.Close {
+				t.Fatal("the answer keeps the connection: the forge's next delivery on it would wait for the settle")
+			}
 			select {
 			case err := <-held.done:
 				t.Fatalf("the handler settled (%v) before the answer was read", err)
