@@ -476,3 +476,49 @@ func TestSettleWaitEndsWithTheCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDrainDecisionSeesAPushBetweenSettleAndDecision: a push that commits
+// after the completion settled but before it decided is caught inside the
+// decision's transaction: the completion settles again and the pushed
+// session blocks it. The decision is held at the drain's row by a raw
+// transaction while the push commits (PostgreSQL).
+func TestDrainDecisionSeesAPushBetweenSettleAndDecision(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	ctx := t.Context()
+	sess := newSession(t, s, "owner/name")
+	pushTo(t, s, "d0", "", headA, map[string]int{})
+	if _, _, err := s.StartDrain(ctx, "deploy", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := write(ctx, s, sess.ID, doc(sess.CurrentRun, "implementing")); err != nil || !cp.Complete || cp.Validity != checkpointd.ValidityValid {
+		t.Fatalf("ready checkpoint: %+v, %v", cp, err)
+	}
+	raw := openRaw(t, storetest.Postgres, url)
+	hold, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback()
+	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM drains WHERE is_open = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	decided := make(chan error, 1)
+	var d *checkpointd.Drain
+	go func() { // settles (nothing pending), then waits for the drain's row
+		var err error
+		d, err = s.CompleteDrain(ctx, "ops", 10)
+		decided <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	pushTo(t, s, "d1", headA, headB, map[string]int{"stale": 1})
+	if err := hold.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-decided; err != nil {
+		t.Fatal(err)
+	}
+	if d.Decision == nil || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
+		t.Fatalf("decision %+v: a session pushed off its head before the decision did not block it", d.Decision)
+	}
+}
