@@ -26,10 +26,13 @@ type DeliveryRecord struct {
 func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []checkpointd.Observation) (effects *checkpointd.ObservationEffects, duplicate bool, err error) {
 	ctx = s.noting(ctx, CauseWebhook)
 	now := s.now()
+	st, err := s.observeStatements(ctx)
+	if err != nil {
+		return nil, false, s.classify(err)
+	}
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		effects, duplicate = newEffects(), false
-		res, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO deliveries (id, event, forge, repo_key, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
-			d.ID, d.Event, d.Forge, strings.ToLower(d.Repo), micros(now))
+		res, err := tx.StmtxContext(ctx, st.insertDelivery).ExecContext(ctx, d.ID, d.Event, d.Forge, strings.ToLower(d.Repo), micros(now))
 		if err != nil {
 			return err
 		}
@@ -38,12 +41,12 @@ func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []check
 			return nil
 		}
 		for _, o := range obs {
-			if err := s.observe(ctx, tx, o, now, effects); err != nil {
+			if err := s.observe(ctx, tx, st, o, now, effects); err != nil {
 				return err
 			}
 		}
 		b, _ := jsonMarshal(effects)
-		_, err = tx.ExecContext(ctx, tx.Rebind(`UPDATE deliveries SET effects = ? WHERE id = ?`), b, d.ID)
+		_, err = tx.StmtxContext(ctx, st.setEffects).ExecContext(ctx, b, d.ID)
 		return err
 	})
 	if err != nil || duplicate {
@@ -58,10 +61,14 @@ func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation) (*ch
 	ctx = s.noting(ctx, CauseReconcile)
 	now := s.now()
 	var effects *checkpointd.ObservationEffects
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	st, err := s.observeStatements(ctx)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		effects = newEffects()
 		for _, o := range obs {
-			if err := s.observe(ctx, tx, o, now, effects); err != nil {
+			if err := s.observe(ctx, tx, st, o, now, effects); err != nil {
 				return err
 			}
 		}
@@ -87,6 +94,36 @@ type liveRefRow struct {
 	Version    int64  `db:"version"`
 }
 
+// observeStatements are the statements every delivery runs, prepared.
+type observeStatements struct {
+	insertDelivery, setEffects, forgeRepo, prevLiveRef, upsertLiveRef, countBranch, countPR *sqlx.Stmt
+}
+
+// observeStatements prepares them; outside any transaction (prepared).
+func (s *Store) observeStatements(ctx context.Context) (*observeStatements, error) {
+	var st observeStatements
+	for _, p := range []struct {
+		dst   **sqlx.Stmt
+		query string
+	}{
+		{&st.insertDelivery, `INSERT INTO deliveries (id, event, forge, repo_key, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`},
+		{&st.setEffects, `UPDATE deliveries SET effects = ? WHERE id = ?`},
+		{&st.forgeRepo, `INSERT INTO forge_repos (repo_id, full_name, seen_at) VALUES (?, ?, ?)
+ON CONFLICT (repo_id) DO UPDATE SET full_name = excluded.full_name, seen_at = excluded.seen_at`},
+		{&st.prevLiveRef, `SELECT head, state, observed_at, source FROM live_refs WHERE repo_key = ? AND ref = ?`},
+		{&st.upsertLiveRef, upsertLiveRef},
+		{&st.countBranch, countBoundSQL},
+		{&st.countPR, strings.Replace(countBoundSQL, "AND branch = ?", "AND pr = ?", 1)},
+	} {
+		prepared, err := s.prepared(ctx, s.wdb, p.query)
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = prepared
+	}
+	return &st, nil
+}
+
 // upsertLiveRef records a ref's new live state and counts the observation
 // in its version; the ref stays unsettled until its sessions are re-judged.
 const upsertLiveRef = `
@@ -100,16 +137,15 @@ RETURNING version`
 // is settled here, with its leases released, in the caller's transaction; a
 // ref that moved is settled after the answer (settle.go), because re-judging
 // a thousand sessions must not hold up the forge's delivery.
-func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
+func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, st *observeStatements, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
 	repoKey, ref := strings.ToLower(o.Repo), o.RefName()
 	if o.RepoID > 0 {
-		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO forge_repos (repo_id, full_name, seen_at) VALUES (?, ?, ?)
-ON CONFLICT (repo_id) DO UPDATE SET full_name = excluded.full_name, seen_at = excluded.seen_at`), o.RepoID, o.Repo, micros(now)); err != nil {
+		if _, err := tx.StmtxContext(ctx, st.forgeRepo).ExecContext(ctx, o.RepoID, o.Repo, micros(now)); err != nil {
 			return err
 		}
 	}
 	var prev liveRefRow
-	err := tx.GetContext(ctx, &prev, tx.Rebind(`SELECT head, state, observed_at, source FROM live_refs WHERE repo_key = ? AND ref = ?`), repoKey, ref)
+	err := tx.StmtxContext(ctx, st.prevLiveRef).GetContext(ctx, &prev, repoKey, ref)
 	if err = ignoreNoRows(err); err != nil {
 		return err
 	}
@@ -134,12 +170,16 @@ ON CONFLICT (repo_id) DO UPDATE SET full_name = excluded.full_name, seen_at = ex
 		eff.Ambiguous++
 	}
 	row := liveRefRow{Head: o.Head, State: string(state), ObservedAt: micros(now), Source: o.Source}
-	if err := tx.QueryRowxContext(ctx, tx.Rebind(upsertLiveRef), repoKey, ref, row.Head, row.State, row.ObservedAt, row.Source).Scan(&row.Version); err != nil {
+	if err := tx.StmtxContext(ctx, st.upsertLiveRef).QueryRowxContext(ctx, repoKey, ref, row.Head, row.State, row.ObservedAt, row.Source).Scan(&row.Version); err != nil {
 		return err
 	}
 	eff.LiveRefs++
 	if !state.Gone() {
-		moved, err := countRef(ctx, tx, repoKey, ref, row)
+		count := st.countBranch
+		if o.PR > 0 {
+			count = st.countPR
+		}
+		moved, err := countRef(ctx, tx.StmtxContext(ctx, count), repoKey, ref, row)
 		for to, n := range moved {
 			eff.Sessions[to] += n
 		}
@@ -196,21 +236,24 @@ func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRef
 	return groups, nil
 }
 
+// countBoundSQL reads the sessions bound to a branch (or, with pr for
+// branch, to a PR) as one row per distinct (head, validity, leases).
+const countBoundSQL = `SELECT '' AS id, head, validity, leases_ok, COUNT(*) AS n FROM sessions
+WHERE repo_key = ? AND branch = ? AND state = 'active' GROUP BY head, validity, leases_ok`
+
 // countRef is judgeRef for a delivery's answer: how many sessions move to
-// each validity, read as one row per distinct (head, validity, leases)
-// rather than one per session.
-func countRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow) (map[string]int, error) {
+// each validity. count is countBoundSQL for the ref's kind.
+func countRef(ctx context.Context, count *sqlx.Stmt, repoKey, ref string, row liveRefRow) (map[string]int, error) {
 	branch, pr := refTarget(ref)
-	col, arg := "branch", any(branch)
+	arg := any(branch)
 	if pr > 0 {
-		col, arg = "pr", pr
+		arg = pr
 	}
 	var bound []struct {
 		boundSession
 		N int `db:"n"`
 	}
-	if err := tx.SelectContext(ctx, &bound, tx.Rebind(`SELECT '' AS id, head, validity, leases_ok, COUNT(*) AS n FROM sessions
-WHERE repo_key = ? AND `+col+` = ? AND state = 'active' GROUP BY head, validity, leases_ok`), repoKey, arg); err != nil {
+	if err := count.SelectContext(ctx, &bound, repoKey, arg); err != nil {
 		return nil, err
 	}
 	moved := map[string]int{}
