@@ -240,6 +240,8 @@ func TestMetricsAfterScript(t *testing.T) {
 			{p + "checkpoint_reads_total", "kind=resume,outcome=ok", 1},
 			{p + "webhook_deliveries_total", "event=push,outcome=applied", 2},
 			{p + "webhook_deliveries_total", "event=push,outcome=bad_signature", 1},
+			{p + "webhook_answer_duration_seconds", "", 2}, // applied deliveries only
+			{p + "settle_duration_seconds", "", 3},         // the two pushes and the ref reconcile answered
 			{p + "validity_transitions_total", "cause=checkpoint,to=valid", 1},
 			{p + "validity_transitions_total", "cause=webhook,to=stale", 1},
 			{p + "validity_transitions_total", "cause=reconcile,to=valid", 1},

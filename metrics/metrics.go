@@ -47,6 +47,8 @@ type Metrics struct {
 	errorsDropped      *prometheus.CounterVec
 	httpRequests       *prometheus.CounterVec
 	httpDuration       *prometheus.HistogramVec
+	webhookAnswer      prometheus.Histogram
+	settleDur          prometheus.Histogram
 }
 
 // New registers every metric, and the Go runtime and process collectors,
@@ -75,6 +77,14 @@ func New() *Metrics {
 		"Requests carrying an Idempotency-Key that were not plain first writes, by result: replayed, conflict, in_flight.", "result")
 	m.webhookDeliveries = counter("webhook_deliveries_total",
 		"Webhook deliveries by event (a fixed set of forge event names, else other, none without the header) and outcome.", "event", "outcome")
+	m.webhookAnswer = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "webhook_answer_duration_seconds",
+		Help:    "Time from a webhook delivery's arrival to its flushed answer, for applied deliveries: what the forge waits for (its limit is 5 s).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}})
+	f(m.webhookAnswer)
+	m.settleDur = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "settle_duration_seconds",
+		Help:    "Time to re-judge the sessions bound to one ref after its live state changed (after the delivery's answer).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})
+	f(m.settleDur)
 	m.validity = counter("validity_transitions_total",
 		"Sessions whose validity changed, by cause (webhook, reconcile, checkpoint, lease, restart) and new state.", "cause", "to")
 	m.leaseEvents = counter("lease_events_total",
@@ -215,6 +225,23 @@ func (m *Metrics) ValidityChanged(cause string, to checkpointd.Validity, n int) 
 		return
 	}
 	m.validity.WithLabelValues(oneOf(cause, validityCauses), oneOf(string(to), validities)).Add(float64(n))
+}
+
+// WebhookAnswered observes the time an applied delivery waited for its
+// answer.
+func (m *Metrics) WebhookAnswered(took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.webhookAnswer.Observe(took.Seconds())
+}
+
+// RefSettled observes one ref's settle (store.Observer).
+func (m *Metrics) RefSettled(took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.settleDur.Observe(took.Seconds())
 }
 
 // LeaseEvent counts one lease event (store.Observer).

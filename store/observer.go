@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/checkpointd/checkpointd"
 )
@@ -22,6 +23,9 @@ type Observer interface {
 	// StoreError reports a database failure turned into
 	// ErrStoreUnavailable, by operation class: read, write or ping.
 	StoreError(op string)
+	// RefSettled reports that the sessions bound to one ref were re-judged
+	// after its live state changed (settle.go), and how long it took.
+	RefSettled(took time.Duration)
 }
 
 // Causes of validity changes: what the store was doing when the change

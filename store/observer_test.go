@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/store"
@@ -27,8 +28,9 @@ func (o *recordingObserver) add(s string) {
 func (o *recordingObserver) ValidityChanged(cause string, to checkpointd.Validity, n int) {
 	o.add(fmt.Sprintf("validity %s/%s %d", cause, to, n))
 }
-func (o *recordingObserver) LeaseEvent(kind string) { o.add("lease " + kind) }
-func (o *recordingObserver) StoreError(op string)   { o.add("error " + op) }
+func (o *recordingObserver) LeaseEvent(kind string)   { o.add("lease " + kind) }
+func (o *recordingObserver) StoreError(op string)     { o.add("error " + op) }
+func (o *recordingObserver) RefSettled(time.Duration) { o.add("settled") }
 
 func (o *recordingObserver) take() []string {
 	o.mu.Lock()
@@ -64,6 +66,19 @@ func TestObserverSeesCommittedChanges(t *testing.T) {
 			}
 		}
 		expect("create")
+
+		// A push moves a ref: its sessions are settled after, once.
+		push := []checkpointd.Observation{{Repo: "acme/widgets", Branch: "c", Head: headA, Source: "webhook:d0"}}
+		if _, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "d0", Event: "push", Forge: "gitea", Repo: "acme/widgets"}, push); err != nil {
+			t.Fatal(err)
+		}
+		expect("push")
+		for range 2 {
+			if err := s.Settle(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		expect("settle", "settled") // c has no checkpoint: unverified it stays
 
 		gone := []checkpointd.Observation{{Repo: "acme/widgets", Branch: "a", End: checkpointd.RefDeleted, Source: "webhook:d1"}}
 		if _, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "d1", Event: "delete", Forge: "gitea", Repo: "acme/widgets"}, gone); err != nil {

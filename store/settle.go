@@ -113,11 +113,14 @@ func (s *Store) settleRef(ctx context.Context, repoKey, ref string) error {
 		q += ` FOR UPDATE`
 	}
 	ctx = s.noting(ctx, CauseWebhook)
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	start, judged := time.Now(), false
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		judged = false
 		var row liveRefRow
 		if err := tx.GetContext(ctx, &row, tx.Rebind(q), repoKey, ref); err != nil {
 			return ignoreNoRows(err) // settled meanwhile
 		}
+		judged = true
 		if n := notesFrom(ctx); n != nil {
 			n.cause = settleCause(row.Source)
 		}
@@ -127,6 +130,10 @@ func (s *Store) settleRef(ctx context.Context, repoKey, ref string) error {
 		}
 		return applyJudgement(ctx, tx, repoKey, ref, row, groups, s.now())
 	})
+	if err == nil && judged && s.obs != nil {
+		s.obs.RefSettled(time.Since(start))
+	}
+	return err
 }
 
 // settleCause is the observer's cause for a settle: whoever observed the

@@ -39,6 +39,7 @@ type Handler struct {
 
 // ServeHTTP handles one delivery.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	d, err := h.Verifier.Read(r)
 	if err != nil {
 		h.reject(w, r, "", err)
@@ -78,6 +79,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// forge is not kept waiting while the sessions are re-judged. Every read
 	// that reports validity settles first, so the window is never visible.
 	_ = http.NewResponseController(w).Flush()
+	h.Metrics.WebhookAnswered(time.Since(start))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
 	defer cancel()
 	if err := h.Store.Settle(ctx); err != nil {
