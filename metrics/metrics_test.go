@@ -17,6 +17,8 @@ func TestNilMetricsCountNothing(t *testing.T) {
 	m.CheckpointRead(metrics.ReadGet, "ok")
 	m.Idempotency(metrics.IdemReplayed)
 	m.WebhookDelivery("push", "applied")
+	m.WebhookAnswered(time.Millisecond)
+	m.RefSettled(time.Millisecond)
 	m.ValidityChanged("webhook", checkpointd.ValidityStale, 2)
 	m.LeaseEvent("acquired")
 	m.StoreError("read")
