@@ -134,6 +134,11 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 		if cp, err = a.Store.GetCheckpoint(r.Context(), sess.ID, 0); err != nil {
 			return err
 		}
+		if cp.Seq != sess.Latest.Seq { // a newer checkpoint may have moved the session
+			if sess, err = a.Store.GetSession(r.Context(), sess.ID); err != nil {
+				return err
+			}
+		}
 	}
 	// Read after the verdict, so the live head shown is never older than
 	// the one the verdict was judged against.

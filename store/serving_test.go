@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -86,4 +87,95 @@ func TestJoinServingFirstFails(t *testing.T) {
 		}
 		leave()
 	})
+}
+
+// TestJoinServingAfterAFailedStart: replicas waiting behind one whose
+// start-up work failed find nobody serving; exactly one of them does the
+// work, the other joins it.
+func TestJoinServingAfterAFailedStart(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	open := func() *store.Store { return storetest.OpenURL(t, url, checkpointd.SystemClock{}) }
+	a, b, c := open(), open(), open()
+	ctx := t.Context()
+	inWork, release := make(chan struct{}), make(chan struct{})
+	aErr := make(chan error, 1)
+	go func() {
+		_, _, err := a.JoinServing(ctx, func(context.Context) error { close(inWork); <-release; return errors.New("reset failed") })
+		aErr <- err
+	}()
+	<-inWork
+	type joined struct {
+		first, ran bool
+		leave      func()
+		err        error
+	}
+	waiters := make(chan joined, 2)
+	for _, s := range []*store.Store{b, c} {
+		go func() {
+			ran := false
+			first, leave, err := s.JoinServing(ctx, func(context.Context) error { ran = true; return nil })
+			waiters <- joined{first, ran, leave, err}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(release)
+	if err := <-aErr; err == nil {
+		t.Fatal("a's failed start-up work was not reported")
+	}
+	firsts := 0
+	for range 2 {
+		j := <-waiters
+		if j.err != nil {
+			t.Fatal(j.err)
+		}
+		if j.first != j.ran {
+			t.Fatalf("first=%v but the start-up work ran=%v", j.first, j.ran)
+		}
+		if j.first {
+			firsts++
+		}
+		defer j.leave()
+	}
+	if firsts != 1 {
+		t.Fatalf("%d of the two waiting replicas did the start-up work, want 1", firsts)
+	}
+}
+
+// TestJoinServingRetakesALostLock: a replica whose lock connection died (a
+// database restart) takes the lock again, so a replica starting later
+// still finds it serving; and leaving does not hang.
+func TestJoinServingRetakesALostLock(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	a := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	c := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	store.SetExclusiveTiming(a, time.Second, 100*time.Millisecond)
+	ctx := t.Context()
+	first, leaveA, err := a.JoinServing(ctx, func(context.Context) error { return nil })
+	if err != nil || !first {
+		t.Fatalf("a: first=%v err=%v", first, err)
+	}
+	raw := openRaw(t, storetest.Postgres, url)
+	// Only the holder of this test's lock (its key as store/exclusive.go
+	// derives it): other tests' backends are left alone.
+	var killed int
+	if err := raw.QueryRowContext(ctx, `WITH k AS (SELECT hashtextextended(current_schema() || ':checkpointd:serving', 0) AS key)
+SELECT COUNT(pg_terminate_backend(l.pid)) FROM pg_locks l, k
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.classid::bigint = (k.key >> 32) & 4294967295 AND l.objid::bigint = k.key & 4294967295`).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminated %d holders (%v), want 1", killed, err)
+	}
+	time.Sleep(600 * time.Millisecond) // a's keepalive notices and takes the lock again
+	ran := false
+	first, leaveC, err := c.JoinServing(ctx, func(context.Context) error { ran = true; return nil })
+	if err != nil || first || ran {
+		t.Fatalf("c while a serves: first=%v ran=%v err=%v", first, ran, err)
+	}
+	leaveC()
+	left := make(chan struct{})
+	go func() { leaveA(); close(left) }()
+	select {
+	case <-left:
+	case <-time.After(5 * time.Second):
+		t.Fatal("leaving hung")
+	}
 }
