@@ -158,9 +158,15 @@ func (s *Store) servingConn(ctx context.Context) (*sqlx.Conn, error) {
 	return conn, nil
 }
 
-// discard closes a lock connection for good: the locks go with the
-// session, and a connection back in the pool must not keep them.
+// discard lets go of a lock connection's locks and closes it for good. The
+// locks would go with the session anyway, but the server ends a session a
+// moment after its client hung up: unlocking first makes leaving take
+// effect before it returns. A connection back in the pool must not keep
+// them, so it is not returned there.
 func discard(conn *sqlx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = conn.Close()
 }
