@@ -169,7 +169,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		if was.pr.Valid && was.pr.Int64 != boundPR && boundPR > 0 {
 			moved = append(moved, "pr:"+strconv.FormatInt(boundPR, 10))
 		}
-		if err := holdRefs(ctx, tx, strings.ToLower(repo), moved); err != nil {
+		if err := holdRefs(ctx, tx, strings.ToLower(repo), moved, now); err != nil {
 			return err
 		}
 		live, err := liveRef(ctx, tx, tx.StmtxContext(ctx, hot.liveRefs), repo, boundBranch, boundPR)

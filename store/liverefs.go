@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -76,16 +77,17 @@ func rebind(q sqlx.QueryerContext, query string) string {
 }
 
 // holdRefs locks the live_refs rows of refs until the transaction ends,
-// creating an empty one (state ”, which reads as nothing observed) for a
-// ref never observed, so that a first delivery to it waits too. Only on
-// PostgreSQL: SQLite has one writer, so no delivery is in flight.
-func holdRefs(ctx context.Context, tx *sqlx.Tx, repoKey string, refs []string) error {
+// creating an empty one (an empty state, which reads as nothing observed;
+// dated now, for retention) for a ref never observed, so that a first
+// delivery to it waits too. Only on PostgreSQL: SQLite has one writer, so
+// no delivery is in flight.
+func holdRefs(ctx context.Context, tx *sqlx.Tx, repoKey string, refs []string, now time.Time) error {
 	if len(refs) == 0 || tx.DriverName() != "postgres" {
 		return nil
 	}
 	for _, ref := range refs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO live_refs (repo_key, ref, state, observed_at, source) VALUES ($1, $2, '', 0, '')
-ON CONFLICT (repo_key, ref) DO NOTHING`, repoKey, ref); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO live_refs (repo_key, ref, state, observed_at, source) VALUES ($1, $2, '', $3, '')
+ON CONFLICT (repo_key, ref) DO NOTHING`, repoKey, ref, micros(now)); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM live_refs WHERE repo_key = $1 AND ref = $2 FOR SHARE`, repoKey, ref); err != nil {

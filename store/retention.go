@@ -81,7 +81,10 @@ type RetentionCounts struct {
 	Sessions    int64 `json:"sessions"`
 	Events      int64 `json:"events"`
 	Deliveries  int64 `json:"deliveries"`
-	Tombstones  int64 `json:"tombstones"`
+	// LiveRefs is how many live refs no active session was bound to went
+	// with the deliveries that set them.
+	LiveRefs   int64 `json:"live_refs"`
+	Tombstones int64 `json:"tombstones"`
 	// IdempotencyKeys is how many remembered Idempotency-Keys were forgotten.
 	IdempotencyKeys int64 `json:"idempotency_keys"`
 	// Batches is how many transactions removed something.
@@ -96,7 +99,7 @@ type RetentionCounts struct {
 // Total is the number of rows the pass removed (a pruned session counts
 // once, not with what it owned).
 func (c RetentionCounts) Total() int64 {
-	return c.Checkpoints + c.Sessions + c.Events + c.Deliveries + c.Tombstones + c.IdempotencyKeys
+	return c.Checkpoints + c.Sessions + c.Events + c.Deliveries + c.LiveRefs + c.Tombstones + c.IdempotencyKeys
 }
 
 // ApplyRetention runs one retention pass: ended sessions past their age
@@ -117,6 +120,7 @@ func (s *Store) ApplyRetention(ctx context.Context, p Retention) (RetentionCount
 		p.Batch = DefaultRetentionBatch
 	}
 	now := s.now()
+	refsAfter := liveRefKey{ObservedAt: -1} // pruneLiveRefs' cursor: the last ref it looked at
 	steps := []struct {
 		on    bool
 		count *int64
@@ -133,6 +137,9 @@ func (s *Store) ApplyRetention(ctx context.Context, p Retention) (RetentionCount
 		}},
 		{p.DeliveryAge > 0, &c.Deliveries, func(ctx context.Context) (int64, bool, error) {
 			return s.pruneDeliveries(ctx, now.Add(-p.DeliveryAge), p.Batch)
+		}},
+		{p.DeliveryAge > 0, &c.LiveRefs, func(ctx context.Context) (int64, bool, error) {
+			return s.pruneLiveRefs(ctx, now.Add(-p.DeliveryAge), p.Batch, &refsAfter)
 		}},
 		{p.IdempotencyAge > 0, &c.IdempotencyKeys, func(ctx context.Context) (int64, bool, error) {
 			return s.pruneIdempotency(ctx, now.Add(-p.IdempotencyAge), p.Batch)
@@ -204,7 +211,8 @@ func (s *Store) RunRetention(ctx context.Context, p Retention, interval time.Dur
 		}
 		if c.Total() > 0 {
 			s.log.Info("retention pass", slog.Int64("sessions", c.Sessions), slog.Int64("checkpoints", c.Checkpoints),
-				slog.Int64("events", c.Events), slog.Int64("deliveries", c.Deliveries), slog.Int64("tombstones", c.Tombstones),
+				slog.Int64("events", c.Events), slog.Int64("deliveries", c.Deliveries), slog.Int64("live_refs", c.LiveRefs),
+				slog.Int64("tombstones", c.Tombstones),
 				slog.Int64("idempotency_keys", c.IdempotencyKeys),
 				slog.Int64("batches", c.Batches), slog.Int64("checkpoint_sessions", c.CheckpointSessions),
 				slog.Duration("took", time.Since(start)))
@@ -294,6 +302,70 @@ func (s *Store) pruneEvents(ctx context.Context, before time.Time, batch int) (i
 // before, oldest first (index deliveries_received).
 func (s *Store) pruneDeliveries(ctx context.Context, before time.Time, batch int) (int64, bool, error) {
 	return s.deleteOldest(ctx, "deliveries", "id", "received_at", before, batch)
+}
+
+// Live refs are retention's too: one is kept while an active session is
+// bound to it (its evidence), else as long as the deliveries that set it.
+// Candidates come oldest first from index live_refs_observed, after the
+// pass's cursor (a ref still needed is looked at once a pass, not at every
+// batch); each is deleted by primary key with its conditions checked again.
+const (
+	selectOldLiveRefs = `SELECT repo_key, ref, observed_at FROM live_refs
+WHERE observed_at < ? AND (observed_at, repo_key, ref) > (?, ?, ?) ORDER BY observed_at, repo_key, ref LIMIT ?`
+	deleteLiveRefBranch = `DELETE FROM live_refs WHERE repo_key = ? AND ref = ? AND observed_at < ? AND version = settled_version
+AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.repo_key = live_refs.repo_key AND s.branch = ? AND s.state = 'active')`
+	deleteLiveRefPR = `DELETE FROM live_refs WHERE repo_key = ? AND ref = ? AND observed_at < ? AND version = settled_version
+AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.repo_key = live_refs.repo_key AND s.pr = ? AND s.state = 'active')`
+)
+
+// liveRefKey orders live refs for pruneLiveRefs' cursor.
+type liveRefKey struct {
+	ObservedAt int64  `db:"observed_at"`
+	RepoKey    string `db:"repo_key"`
+	Ref        string `db:"ref"`
+}
+
+// pruneLiveRefs deletes, of up to batch live refs observed before before
+// and after *after, those no active session is bound to and none waits to
+// be settled. A ref pruned while a session was being bound to it costs
+// that session its live head until the next delivery or reconcile:
+// unverified, never valid.
+func (s *Store) pruneLiveRefs(ctx context.Context, before time.Time, batch int, after *liveRefKey) (int64, bool, error) {
+	var refs []liveRefKey
+	if err := s.rdb.SelectContext(ctx, &refs, s.rdb.Rebind(selectOldLiveRefs), micros(before),
+		after.ObservedAt, after.RepoKey, after.Ref, batch); err != nil {
+		return 0, false, s.classify(err)
+	}
+	if len(refs) == 0 {
+		return 0, false, nil
+	}
+	*after = refs[len(refs)-1]
+	var n int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		n = 0
+		for _, r := range refs {
+			q, arg := deleteLiveRefBranch, any(nil)
+			if branch, pr := refTarget(r.Ref); pr > 0 {
+				q, arg = deleteLiveRefPR, pr
+			} else {
+				arg = branch
+			}
+			res, err := tx.ExecContext(ctx, tx.Rebind(q), r.RepoKey, r.Ref, micros(before), arg)
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return n, len(refs) == batch, nil
 }
 
 // pruneTombstones deletes up to batch tombstones written before before,

@@ -560,3 +560,67 @@ func TestRetentionTrimsEventsOfEndedSessions(t *testing.T) {
 		}
 	})
 }
+
+// TestRetentionLiveRefs: a live ref no active session is bound to goes with
+// the deliveries that set it; one a session is bound to (by branch or by
+// PR), one observed recently and one waiting to be settled stay. Batches
+// of two walk past the refs that stay.
+func TestRetentionLiveRefs(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		byBranch := drainSession(t, s, "acme/widgets", "author", "bound")
+		byPR, err := s.CreateSession(ctx, store.NewSession{Repo: "acme/widgets", Role: "author", PR: 7,
+			Agent: checkpointd.Agent{Runtime: "claude-code"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		observe := func(id string, o checkpointd.Observation) {
+			t.Helper()
+			o.Repo, o.Source = "acme/widgets", "webhook:"+id
+			if _, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: id, Event: "push", Forge: "gitea", Repo: "acme/widgets"},
+				[]checkpointd.Observation{o}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		observe("d1", checkpointd.Observation{Branch: "bound", Head: headA})
+		observe("d2", checkpointd.Observation{PR: 7, Head: headA})
+		observe("d3", checkpointd.Observation{Branch: "gone-a", Head: headA})
+		observe("d4", checkpointd.Observation{Branch: "gone-b", Head: headA})
+		observe("d5", checkpointd.Observation{PR: 8, Head: headA})
+		if err := s.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		observe("d6", checkpointd.Observation{Branch: "pending", Head: headA}) // not settled
+		clock.Advance(10 * day)
+		observe("d7", checkpointd.Observation{Branch: "recent", Head: headA})
+		if err := s.Settle(ctx); err != nil { // settles d6 and d7 at the new time
+			t.Fatal(err)
+		}
+		observe("d6b", checkpointd.Observation{Branch: "pending", Head: headB}) // pending again, observed now
+
+		got, err := s.ApplyRetention(ctx, store.Retention{DeliveryAge: 5 * day, Batch: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LiveRefs != 3 {
+			t.Errorf("pass removed %d live refs, want 3 (gone-a, gone-b, pr 8)", got.LiveRefs)
+		}
+		for sess, want := range map[*checkpointd.Session]bool{byBranch: true, byPR: true} {
+			live, err := s.LiveRef(ctx, sess)
+			if err != nil || (live != nil) != want {
+				t.Errorf("session on %q/%d: live ref %+v (%v)", sess.Branch, sess.PR, live, err)
+			}
+		}
+		for _, branch := range []string{"gone-a", "gone-b", "recent", "pending"} {
+			live, err := s.LiveRef(ctx, &checkpointd.Session{Repo: "acme/widgets", Branch: branch})
+			if err != nil || (live != nil) != (branch == "recent" || branch == "pending") {
+				t.Errorf("branch %s: live ref %+v (%v)", branch, live, err)
+			}
+		}
+		if byBranch.ID == "" || byPR.ID == "" {
+			t.Fatal("sessions")
+		}
+	})
+}
