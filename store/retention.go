@@ -306,6 +306,8 @@ func (s *Store) pruneDeliveries(ctx context.Context, before time.Time, batch int
 
 // Live refs are retention's too: one is kept while an active session is
 // bound to it (its evidence), else as long as the deliveries that set it.
+// A PR that closed or merged is kept: a later event about it (an edit, a
+// redelivery) must not make it open again, and there is one row per PR.
 // Candidates come oldest first from index live_refs_observed, after the
 // pass's cursor (a ref still needed is looked at once a pass, not at every
 // batch); each is deleted by primary key with its conditions checked again.
@@ -315,6 +317,7 @@ WHERE observed_at < ? AND (observed_at, repo_key, ref) > (?, ?, ?) ORDER BY obse
 	deleteLiveRefBranch = `DELETE FROM live_refs WHERE repo_key = ? AND ref = ? AND observed_at < ? AND version = settled_version
 AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.repo_key = live_refs.repo_key AND s.branch = ? AND s.state = 'active')`
 	deleteLiveRefPR = `DELETE FROM live_refs WHERE repo_key = ? AND ref = ? AND observed_at < ? AND version = settled_version
+AND state NOT IN ('closed', 'merged')
 AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.repo_key = live_refs.repo_key AND s.pr = ? AND s.state = 'active')`
 )
 
@@ -349,6 +352,14 @@ func (s *Store) pruneLiveRefs(ctx context.Context, before time.Time, batch int, 
 				q, arg = deleteLiveRefPR, pr
 			} else {
 				arg = branch
+			}
+			if tx.DriverName() == "postgres" {
+				// Wait for a checkpoint write holding the ref (binding a
+				// session to it); the delete, a statement of its own, then
+				// sees that binding.
+				if _, err := tx.ExecContext(ctx, `SELECT 1 FROM live_refs WHERE repo_key = $1 AND ref = $2 FOR UPDATE`, r.RepoKey, r.Ref); err != nil {
+					return err
+				}
 			}
 			res, err := tx.ExecContext(ctx, tx.Rebind(q), r.RepoKey, r.Ref, micros(before), arg)
 			if err != nil {

@@ -563,8 +563,8 @@ func TestRetentionTrimsEventsOfEndedSessions(t *testing.T) {
 
 // TestRetentionLiveRefs: a live ref no active session is bound to goes with
 // the deliveries that set it; one a session is bound to (by branch or by
-// PR), one observed recently and one waiting to be settled stay. Batches
-// of two walk past the refs that stay.
+// PR), one observed recently, one waiting to be settled and a PR that
+// merged stay. Batches of two walk past the refs that stay.
 func TestRetentionLiveRefs(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx := t.Context()
@@ -589,6 +589,7 @@ func TestRetentionLiveRefs(t *testing.T) {
 		observe("d3", checkpointd.Observation{Branch: "gone-a", Head: headA})
 		observe("d4", checkpointd.Observation{Branch: "gone-b", Head: headA})
 		observe("d5", checkpointd.Observation{PR: 8, Head: headA})
+		observe("d8", checkpointd.Observation{PR: 9, Head: headA, End: checkpointd.RefMerged})
 		if err := s.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -607,6 +608,10 @@ func TestRetentionLiveRefs(t *testing.T) {
 		if got.LiveRefs != 3 {
 			t.Errorf("pass removed %d live refs, want 3 (gone-a, gone-b, pr 8)", got.LiveRefs)
 		}
+		merged, err := s.LiveRef(ctx, &checkpointd.Session{Repo: "acme/widgets", PR: 9})
+		if err != nil || merged == nil || merged.State != checkpointd.RefMerged {
+			t.Errorf("merged PR 9: live ref %+v (%v), want it kept: an ended PR must not come back open", merged, err)
+		}
 		for sess, want := range map[*checkpointd.Session]bool{byBranch: true, byPR: true} {
 			live, err := s.LiveRef(ctx, sess)
 			if err != nil || (live != nil) != want {
@@ -623,4 +628,59 @@ func TestRetentionLiveRefs(t *testing.T) {
 			t.Fatal("sessions")
 		}
 	})
+}
+
+// TestRetentionLiveRefBeingBound: a checkpoint write binding a session to
+// an old ref holds the ref; retention waits for it and then sees the
+// binding, so the ref stays. The write is stood in for by a raw
+// transaction that does what WriteCheckpoint does to the two rows
+// (PostgreSQL: SQLite has one writer).
+func TestRetentionLiveRefBeingBound(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	clock := checkpointd.NewManualClock(t0)
+	s := storetest.OpenURL(t, url, clock)
+	ctx := t.Context()
+	sess := drainSession(t, s, "acme/widgets", "author", "other")
+	if _, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "d1", Event: "push", Forge: "gitea", Repo: "acme/widgets"},
+		[]checkpointd.Observation{{Repo: "acme/widgets", Branch: "target", Head: headA, Source: "webhook:d1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * day)
+	raw := openRaw(t, storetest.Postgres, url)
+	write, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer write.Rollback()
+	if _, err := write.ExecContext(ctx, `UPDATE sessions SET branch = 'target' WHERE id = $1`, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write.ExecContext(ctx, `SELECT 1 FROM live_refs WHERE ref = 'branch:target' FOR SHARE`); err != nil {
+		t.Fatal(err)
+	}
+	pruned := make(chan store.RetentionCounts, 1)
+	go func() {
+		c, err := s.ApplyRetention(ctx, store.Retention{DeliveryAge: 5 * day})
+		if err != nil {
+			t.Error(err)
+		}
+		pruned <- c
+	}()
+	time.Sleep(300 * time.Millisecond) // retention waits on the ref
+	if err := write.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-pruned; c.LiveRefs != 0 {
+		t.Fatalf("retention pruned %d live refs, one of them bound while it waited", c.LiveRefs)
+	}
+	got, err := s.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live, err := s.LiveRef(ctx, got); err != nil || live == nil || live.Head != headA {
+		t.Fatalf("the bound session's live ref: %+v (%v)", live, err)
+	}
 }

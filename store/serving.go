@@ -21,10 +21,11 @@ const servingLock = "serving"
 // joiningLock lets replicas start one at a time (joinServing).
 const joiningLock = "joining"
 
-// servingIdleTimeout ends the lock's session on the server when its pings
-// stop (a host that died without closing the connection), so the lock does
-// not outlive the replica by the hours TCP would take to notice.
-const servingIdleTimeout = "20s"
+// servingIdlePings is how many keepalive intervals without a ping end the
+// lock's session on the server (a host that died without closing the
+// connection), so the lock does not outlive the replica by the hours TCP
+// would take to notice: 20 s by default.
+const servingIdlePings = 4
 
 // JoinServing registers this process as a serving replica until leave is
 // called. When no other replica was serving it runs whenFirst first, with
@@ -79,7 +80,11 @@ func (s *Store) JoinServing(ctx context.Context, whenFirst func(context.Context)
 	}()
 	leave = func() {
 		close(stop)
-		<-done
+		select {
+		case <-done: // a ping on a dead network may not return: not waited for
+		case <-time.After(2 * s.exclusiveKeepalive):
+			return
+		}
 		if conn != nil {
 			discard(conn)
 		}
@@ -126,6 +131,7 @@ func (s *Store) joinServing(ctx context.Context, whenFirst func(context.Context)
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock(`+lockSQL+`)`, joiningLock); err != nil {
 		return fail(s.classify(err))
 	}
+	s.expireWhenSilent(ctx, conn) // not before: whenFirst may take longer than the timeout
 	return conn, first, nil
 }
 
@@ -139,34 +145,53 @@ func (s *Store) holdServing(ctx context.Context) (*sqlx.Conn, error) {
 		discard(conn)
 		return nil, s.classify(err)
 	}
+	s.expireWhenSilent(ctx, conn)
 	return conn, nil
 }
 
-// servingConn is a connection of its own for the lock, which the server
-// closes when its pings stop.
+// servingConn is a connection of its own for the lock.
 func (s *Store) servingConn(ctx context.Context) (*sqlx.Conn, error) {
 	conn, err := s.wdb.Connx(ctx)
 	if err != nil {
 		return nil, s.classify(err)
 	}
-	// idle_session_timeout exists from PostgreSQL 14; without it a dead
-	// host's lock lasts until TCP gives up, which errs towards keeping
-	// validity (the next start does not reset).
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`SET idle_session_timeout = '%s'`, servingIdleTimeout)); err != nil {
-		s.log.Debug("idle_session_timeout not set on the serving lock's connection", slog.Any("err", err))
-	}
 	return conn, nil
 }
+
+// expireWhenSilent has the server end the lock's session when its pings
+// stop (a host that died without closing the connection), once the
+// replica serves and pings. idle_session_timeout exists from PostgreSQL
+// 14; without it a dead host's lock lasts until TCP gives up, which errs
+// towards keeping validity (the next start does not reset).
+func (s *Store) expireWhenSilent(ctx context.Context, conn *sqlx.Conn) {
+	idle := servingIdlePings * s.exclusiveKeepalive
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`SET idle_session_timeout = %d`, idle.Milliseconds())); err != nil {
+		s.log.Debug("idle_session_timeout not set on the serving lock's connection", slog.Any("err", err))
+	}
+}
+
+// discardWait bounds how long discard waits for the database.
+const discardWait = 5 * time.Second
 
 // discard lets go of a lock connection's locks and closes it for good. The
 // locks would go with the session anyway, but the server ends a session a
 // moment after its client hung up: unlocking first makes leaving take
 // effect before it returns. A connection back in the pool must not keep
-// them, so it is not returned there.
+// them, so it is not returned there. On a dead network the driver may not
+// return at all: discard then gives up waiting after discardWait and
+// leaves the closing to the driver.
 func discard(conn *sqlx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, _ = conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	_ = conn.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), discardWait)
+		defer cancel()
+		_, _ = conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(discardWait):
+	}
 }

@@ -179,3 +179,25 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
 		t.Fatal("leaving hung")
 	}
 }
+
+// TestJoinServingSlowStart: start-up work longer than the time the server
+// gives a silent lock session does not lose the lock: a replica starting
+// after it joins, not first.
+func TestJoinServingSlowStart(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	a := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	b := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	store.SetExclusiveTiming(a, time.Second, 100*time.Millisecond) // the session expires after 400 ms of silence
+	ctx := t.Context()
+	first, leaveA, err := a.JoinServing(ctx, func(context.Context) error { time.Sleep(time.Second); return nil })
+	if err != nil || !first {
+		t.Fatalf("a: first=%v err=%v", first, err)
+	}
+	defer leaveA()
+	time.Sleep(300 * time.Millisecond)
+	first, leaveB, err := b.JoinServing(ctx, func(context.Context) error { return nil })
+	if err != nil || first {
+		t.Fatalf("b while a serves: first=%v err=%v", first, err)
+	}
+	leaveB()
+}
