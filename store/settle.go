@@ -50,8 +50,8 @@ func (s *Store) Settle(ctx context.Context) error {
 			Ref     string `db:"ref"`
 		}
 		if err := s.rdb.SelectContext(ctx, &refs, s.rdb.Rebind(`SELECT repo_key, ref FROM live_refs
-WHERE version <> settled_version AND (repo_key > ? OR (repo_key = ? AND ref > ?))
-ORDER BY repo_key, ref LIMIT ?`), after.repoKey, after.repoKey, after.ref, settleBatch); err != nil {
+WHERE version <> settled_version AND (repo_key, ref) > (?, ?)
+ORDER BY repo_key, ref LIMIT ?`), after.repoKey, after.ref, settleBatch); err != nil {
 			return errors.Join(append(failed, s.classify(err))...)
 		}
 		for _, r := range refs {

@@ -522,3 +522,45 @@ func TestDrainDecisionSeesAPushBetweenSettleAndDecision(t *testing.T) {
 		t.Fatalf("decision %+v: a session pushed off its head before the decision did not block it", d.Decision)
 	}
 }
+
+// TestSettlePagesThroughManyRefs: more refs pending than one listing
+// returns are all settled by one call.
+func TestSettlePagesThroughManyRefs(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		url := storetest.URL(t, b)
+		s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+		var sessions []*checkpointd.Session
+		for i := range 150 {
+			branch := fmt.Sprintf("b%03d", i)
+			sess, err := s.CreateSession(ctx, store.NewSession{Repo: "owner/name", Role: "author", Branch: branch,
+				Agent: checkpointd.Agent{Runtime: "claude-code"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := doc(sess.CurrentRun, "implementing")
+			d.Target.PR, d.Workspace.Branch = 0, branch
+			if _, err := write(ctx, s, sess.ID, d); err != nil {
+				t.Fatal(err)
+			}
+			sessions = append(sessions, sess)
+			if _, _, err := s.ApplyDelivery(ctx, store.DeliveryRecord{ID: "d" + branch, Event: "push", Forge: "gitea", Repo: "owner/name"},
+				[]checkpointd.Observation{{Repo: "owner/name", Branch: branch, Head: headB, Source: "webhook:d" + branch}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Read raw: a store read would settle what was left.
+		var pending, stale int
+		if err := openRaw(t, b, url).QueryRowContext(ctx, `SELECT
+(SELECT COUNT(*) FROM live_refs WHERE version <> settled_version),
+(SELECT COUNT(*) FROM sessions WHERE validity = 'stale')`).Scan(&pending, &stale); err != nil {
+			t.Fatal(err)
+		}
+		if pending != 0 || stale != len(sessions) {
+			t.Fatalf("after one Settle: %d refs pending, %d sessions stale; want 0 and %d", pending, stale, len(sessions))
+		}
+	})
+}
