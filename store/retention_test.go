@@ -649,15 +649,7 @@ func TestRetentionLiveRefBeingBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(10 * day)
-	raw := openRaw(t, storetest.Postgres, url)
-	write, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer write.Rollback()
-	if _, err := write.ExecContext(ctx, `UPDATE sessions SET branch = 'target' WHERE id = $1`, sess.ID); err != nil {
-		t.Fatal(err)
-	}
+	write := holding(t, url, `UPDATE sessions SET branch = 'target' WHERE id = $1`, sess.ID)
 	if _, err := write.ExecContext(ctx, `SELECT 1 FROM live_refs WHERE ref = 'branch:target' FOR SHARE`); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -268,15 +269,7 @@ func TestSettleReadsTheHeadAWriteCommits(t *testing.T) {
 	}
 	// The write in flight: it locked the session and moved its head to B,
 	// judged against the live head A it read (valid→stale).
-	raw := openRaw(t, storetest.Postgres, url)
-	tx, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET head = $1, validity = 'stale' WHERE id = $2`, headB, sess.ID); err != nil {
-		t.Fatal(err)
-	}
+	tx := holding(t, url, `UPDATE sessions SET head = $1, validity = 'stale' WHERE id = $2`, headB, sess.ID)
 	pushTo(t, s, "d1", headA, headB, map[string]int{"stale": 1}) // counted from the committed head A
 	settled := make(chan error, 1)
 	go func() { settled <- s.Settle(ctx) }()
@@ -335,15 +328,7 @@ func TestWriteMovingToARefWaitsForItsDelivery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw := openRaw(t, storetest.Postgres, url)
-			hold, err := raw.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hold.Rollback()
-			if _, err := hold.ExecContext(ctx, `SELECT 1 FROM idempotency WHERE scope = $1 FOR UPDATE`, sess.ID); err != nil {
-				t.Fatal(err)
-			}
+			hold := holding(t, url, `SELECT 1 FROM idempotency WHERE scope = $1 FOR UPDATE`, sess.ID)
 			wrote := make(chan error, 1)
 			go func() { // moves the session from "other" to fix-12 at head A
 				_, err := s.WriteCheckpoint(ctx, store.CheckpointWrite{SessionID: sess.ID, Doc: doc(sess.CurrentRun, "implementing"),
@@ -403,15 +388,7 @@ func TestWriteSettingItsPRDoesNotWaitOnItsBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	pushTo(t, s, "d1", headA, headB, map[string]int{}) // left unsettled
-	raw := openRaw(t, storetest.Postgres, url)
-	hold, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback()
-	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, first.ID); err != nil {
-		t.Fatal(err)
-	}
+	hold := holding(t, url, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, first.ID)
 	settled := make(chan error, 1)
 	go func() { settled <- s.Settle(ctx) }() // holds fix-12's row, waits for first
 	time.Sleep(300 * time.Millisecond)
@@ -442,15 +419,7 @@ func TestSettleWaitEndsWithTheCaller(t *testing.T) {
 	ctx := t.Context()
 	sess := newSession(t, s, "owner/name")
 	pushTo(t, s, "d0", "", headA, map[string]int{}) // left unsettled
-	raw := openRaw(t, storetest.Postgres, url)
-	hold, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback()
-	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM live_refs FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	hold := holding(t, url, `SELECT 1 FROM live_refs FOR UPDATE`)
 	settled := make(chan error, 1)
 	go func() { settled <- s.Settle(ctx) }() // waits on the row
 	time.Sleep(200 * time.Millisecond)
@@ -494,15 +463,7 @@ func TestDrainDecisionSeesAPushBetweenSettleAndDecision(t *testing.T) {
 	if cp, err := write(ctx, s, sess.ID, doc(sess.CurrentRun, "implementing")); err != nil || !cp.Complete || cp.Validity != checkpointd.ValidityValid {
 		t.Fatalf("ready checkpoint: %+v, %v", cp, err)
 	}
-	raw := openRaw(t, storetest.Postgres, url)
-	hold, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback()
-	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM drains WHERE is_open = 1 FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	hold := holding(t, url, `SELECT 1 FROM drains WHERE is_open = 1 FOR UPDATE`)
 	decided := make(chan error, 1)
 	var d *checkpointd.Drain
 	go func() { // settles (nothing pending), then waits for the drain's row
@@ -563,4 +524,20 @@ func TestSettlePagesThroughManyRefs(t *testing.T) {
 			t.Fatalf("after one Settle: %d refs pending, %d sessions stale; want 0 and %d", pending, stale, len(sessions))
 		}
 	})
+}
+
+// holding opens a raw transaction on the PostgreSQL test database at url,
+// runs query in it (typically taking row locks a store call will meet) and
+// rolls it back at the end of the test unless the test commits it.
+func holding(t *testing.T, url, query string, args ...any) *sql.Tx {
+	t.Helper()
+	tx, err := openRaw(t, storetest.Postgres, url).BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	if _, err := tx.ExecContext(t.Context(), query, args...); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
