@@ -12,6 +12,7 @@ type prBranch struct {
 // base are computed from live git when the payload is built.
 type prObject struct {
 	Number int64    `json:"number"`
+	State  string   `json:"state"` // open or closed
 	Merged bool     `json:"merged"`
 	Head   prBranch `json:"head"`
 	Base   prBranch `json:"base"`
@@ -87,7 +88,9 @@ func parsePullRequest(event string, payload []byte) (Event, error) {
 		HeadRef:   pr.Head.Ref,
 		HeadLabel: pr.Head.Label,
 		BaseRef:   pr.Base.Ref,
-		Closed:    p.Action == "closed",
-		Merged:    pr.Merged,
+		// An edit of a PR that already closed still says so: it must not
+		// read as the PR being open again.
+		Closed: p.Action == "closed" || pr.State == "closed",
+		Merged: pr.Merged,
 	}, nil
 }

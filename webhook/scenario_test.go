@@ -240,3 +240,35 @@ func TestStoreDownAnswers503(t *testing.T) {
 		t.Fatalf("store down: %d %v", code, body)
 	}
 }
+
+// TestEditOfAClosedPRReadsClosed: an edit of a PR that already merged says
+// so in pull_request.state and merged. With no earlier observation of the
+// PR (its live ref went with retention, or its close was lost), the edit
+// must record the PR as merged, not open: its sessions are invalidated,
+// never judged valid against its head. Built from the captured edit by
+// changing those two fields and signing it again.
+func TestEditOfAClosedPRReadsClosed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		sc := newScenario(t, b)
+		f := loadFixture(t, "gitea/17-pull_request-edited-title.json")
+		sess, err := sc.s.CreateSession(t.Context(), store.NewSession{Repo: "Operator/Demo", Role: "author", PR: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.checkpoint(sess, sc.sha("17-pull_request-edited-title.json", "head"))
+		body := strings.Replace(strings.Replace(f.Body, `"state": "open"`, `"state": "closed"`, 1), `"merged": false`, `"merged": true`, 1)
+		if body == f.Body {
+			t.Fatal("fixture: state and merged not found")
+		}
+		sc.handler.Verifier = &Verifier{Secrets: [][]byte{[]byte(f.Secret)}}
+		code, answer := sc.send(signedRequest(f.Secret, "pull_request", body))
+		if code != http.StatusOK {
+			t.Fatalf("status %d: %v", code, answer)
+		}
+		sc.validity(sess, checkpointd.ValidityInvalidated)
+		live, err := sc.s.LiveRef(t.Context(), sess)
+		if err != nil || live == nil || live.State != checkpointd.RefMerged {
+			t.Fatalf("live ref %+v (%v), want the PR merged", live, err)
+		}
+	})
+}
