@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -162,6 +163,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err != nil {
 		return fmt.Errorf("cannot reset validity: %w", err)
 	}
+	leaveServing = sync.OnceFunc(leaveServing)
 	defer leaveServing()
 	if !first {
 		log.Info("another replica is serving; validity kept")
@@ -267,6 +269,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")
+		// No more webhooks are taken from here on: a replica starting now
+		// must not count on this one having seen them.
+		leaveServing()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Duration("shutdown-timeout"))
 		defer cancel()
 		// Stop admitting, then let in-flight requests finish: each commits or
