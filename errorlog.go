@@ -1,6 +1,8 @@
 package checkpointd
 
 import (
+	"github.com/checkpointd/checkpointd/redact"
+
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -63,12 +65,12 @@ type ErrorRecord struct {
 	Detail   string `json:"detail,omitempty"`
 }
 
-// Sanitized returns e fit to store: Detail redacted (RedactString) and cut
+// Sanitized returns e fit to store: Detail redacted (redact.String) and cut
 // to MaxErrorDetail bytes, Code cut to MaxErrorCode, header values kept
 // only when they are short visible ASCII, ids only when ValidID.
 func (e ErrorRecord) Sanitized() ErrorRecord {
 	d := strings.ToValidUTF8(e.Detail, "\uFFFD")
-	if red, _, err := RedactString(d); err == nil {
+	if red, _, err := redact.String(d); err == nil {
 		d = red
 	}
 	e.Detail = truncateUTF8(d, MaxErrorDetail)

@@ -12,7 +12,7 @@ import (
 // every string, seal the free-text fields. Target: ≤ 100 µs for a 3 KB
 // document.
 func BenchmarkRedactDigestSeal(b *testing.B) {
-	raw, err := os.ReadFile("testdata/redaction/checkpoint-secrets.json")
+	raw, err := os.ReadFile("redact/testdata/checkpoint-secrets.json")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func BenchmarkRedactDigestSeal(b *testing.B) {
 // BenchmarkPrepareCheckpoint is the whole domain side of a write: decode,
 // validate, digest, redact.
 func BenchmarkPrepareCheckpoint(b *testing.B) {
-	raw, err := os.ReadFile("testdata/redaction/checkpoint-secrets.json")
+	raw, err := os.ReadFile("redact/testdata/checkpoint-secrets.json")
 	if err != nil {
 		b.Fatal(err)
 	}

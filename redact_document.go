@@ -2,17 +2,22 @@
 
 package checkpointd
 
-import "reflect"
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/checkpointd/checkpointd/redact"
+)
 
 // RedactDocument redacts every string of doc in place and returns how many
 // secrets it replaced. It walks the typed document rather than its JSON
 // tree, so the write path decodes JSON once; it reaches every string field
 // by reflection, so a field added to the schema can never be skipped. The
 // schema's own keys carry no secret context (fencing_token is a number,
-// idempotency_key is on the safe list), so the result equals RedactTree's
+// idempotency_key is on the safe list), so the result equals redact.Tree's
 // on the same document (a test holds them together).
 //
-// Errors: ErrUnredactable (which wraps ErrInvalidCheckpoint).
+// Errors: ErrInvalidCheckpoint wrapping redact.ErrUnredactable.
 func RedactDocument(doc *Document) (int, error) {
 	return redactValue(reflect.ValueOf(doc).Elem())
 }
@@ -20,9 +25,9 @@ func RedactDocument(doc *Document) (int, error) {
 func redactValue(v reflect.Value) (int, error) {
 	switch v.Kind() {
 	case reflect.String:
-		out, n, err := RedactString(v.String())
+		out, n, err := redact.String(v.String())
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("%w: %w", ErrInvalidCheckpoint, err)
 		}
 		if n > 0 {
 			v.SetString(out)

@@ -1,6 +1,8 @@
 package checkpointd_test
 
 import (
+	"github.com/checkpointd/checkpointd/redact"
+
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,7 +17,7 @@ import (
 // uses to the JSON-tree redactor: same output, same count.
 func TestRedactDocumentMatchesRedactTree(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.json")
-	more, _ := filepath.Glob("testdata/redaction/checkpoint-*.json")
+	more, _ := filepath.Glob("redact/testdata/checkpoint-*.json")
 	files = append(files, more...)
 	if len(files) < 3 {
 		t.Fatalf("only %d documents to compare", len(files))
@@ -35,7 +37,7 @@ func TestRedactDocumentMatchesRedactTree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		redTree, wantN, err := checkpointd.RedactTree(tree)
+		redTree, wantN, err := redact.Tree(tree)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"github.com/checkpointd/checkpointd/redact"
+
 	"bytes"
 	"context"
 	"database/sql"
@@ -19,7 +21,7 @@ import (
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
-// These tests plant the redaction corpus (testdata/redaction) in every
+// These tests plant the redaction corpus (redact/testdata) in every
 // free-text position the API accepts and then look for it where it must
 // never be: response bodies, the daemon log, and the raw bytes of the
 // database. DESIGN §4: secrets are redacted before anything is written, and
@@ -36,7 +38,7 @@ type corpusEntry struct {
 // corpusFile returns the entries of a corpus file with their line numbers.
 func corpusFile(t *testing.T, name string) (lines []string, numbers []int) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "redaction", name))
+	raw, err := os.ReadFile(filepath.Join("..", "redact", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +492,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 		// check asserts that one planted position came back redacted.
 		check := func(where string, got string, e corpusEntry) {
 			t.Helper()
-			want, _, _ := checkpointd.RedactString(e.text)
+			want, _, _ := redact.String(e.text)
 			if got != want || !strings.Contains(got, "[REDACTED:"+e.kind+"]") || strings.Contains(got, e.secret) {
 				t.Errorf("secrets.txt:%d at %s:\n got %q\nwant %q", e.line, where, got, want)
 			}

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/checkpointd/checkpointd/redact"
+
 	"fmt"
 	"net/http"
 	"regexp"
@@ -139,7 +141,7 @@ func redactSession(in *store.NewSession) error {
 
 func redactFields(fields ...*string) error {
 	for _, f := range fields {
-		red, _, err := checkpointd.RedactString(*f)
+		red, _, err := redact.String(*f)
 		if err != nil {
 			return checkpointd.Invalid("", err.Error())
 		}

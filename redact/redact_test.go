@@ -1,4 +1,4 @@
-package checkpointd
+package redact
 
 import (
 	"encoding/json"
@@ -128,14 +128,14 @@ func TestRedactStringKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, n, err := RedactString(tt.in)
+			got, n, err := String(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" || n != tt.n {
-				t.Errorf("RedactString(%q): n = %d, want %d; -want +got:\n%s", tt.in, n, tt.n, diff)
+				t.Errorf("String(%q): n = %d, want %d; -want +got:\n%s", tt.in, n, tt.n, diff)
 			}
-			again, n2, err := RedactString(got)
+			again, n2, err := String(got)
 			if err != nil || again != got || n2 != 0 {
 				t.Errorf("second pass: %q, %d, %v", again, n2, err)
 			}
@@ -153,18 +153,18 @@ func TestRedactStringIdempotentMarkers(t *testing.T) {
 		`{"credentials": [REDACTED:secret_field], "x": 1}`,
 		"[REDACTED:future_kind] stays, counted zero",
 	} {
-		got, n, err := RedactString(in)
+		got, n, err := String(in)
 		if err != nil || got != in || n != 0 {
-			t.Errorf("RedactString(%q) = %q, %d, %v; want it unchanged, 0", in, got, n, err)
+			t.Errorf("String(%q) = %q, %d, %v; want it unchanged, 0", in, got, n, err)
 		}
 	}
 }
 
 func TestRedactInvalidUTF8(t *testing.T) {
 	for _, in := range []string{"\xff", "password=\xc3", "ok \xed\xa0\x80 surrogate"} {
-		got, n, err := RedactString(in)
-		if !errors.Is(err, ErrUnredactable) || !errors.Is(err, ErrInvalidCheckpoint) || got != "" || n != 0 {
-			t.Errorf("RedactString(%q) = %q, %d, %v; want ErrUnredactable", in, got, n, err)
+		got, n, err := String(in)
+		if !errors.Is(err, ErrUnredactable) || got != "" || n != 0 {
+			t.Errorf("String(%q) = %q, %d, %v; want ErrUnredactable", in, got, n, err)
 		}
 	}
 	for name, tree := range map[string]any{
@@ -172,9 +172,9 @@ func TestRedactInvalidUTF8(t *testing.T) {
 		"key":          map[string]any{"bad\xffkey": "x"},
 		"secret value": map[string]any{"password": "\xff"},
 	} {
-		out, n, err := RedactTree(tree)
-		if !errors.Is(err, ErrUnredactable) || !errors.Is(err, ErrInvalidCheckpoint) || out != nil || n != 0 {
-			t.Errorf("%s: RedactTree = %v, %d, %v; want ErrUnredactable", name, out, n, err)
+		out, n, err := Tree(tree)
+		if !errors.Is(err, ErrUnredactable) || out != nil || n != 0 {
+			t.Errorf("%s: Tree = %v, %d, %v; want ErrUnredactable", name, out, n, err)
 		}
 		if name == "value" && (err == nil || !strings.Contains(err.Error(), "/evidence/0/summary")) {
 			t.Errorf("%s: error %v does not name the JSON pointer", name, err)
@@ -191,8 +191,8 @@ func TestRedactTreeUnsupportedType(t *testing.T) {
 		map[string]any{"n": 3},
 		struct{ Password string }{"x"},
 	} {
-		if _, _, err := RedactTree(v); !errors.Is(err, ErrUnredactable) {
-			t.Errorf("RedactTree(%#v): err = %v, want ErrUnredactable", v, err)
+		if _, _, err := Tree(v); !errors.Is(err, ErrUnredactable) {
+			t.Errorf("Tree(%#v): err = %v, want ErrUnredactable", v, err)
 		}
 	}
 }
@@ -237,17 +237,17 @@ func TestRedactTree(t *testing.T) {
 		"secret":  "",
 	}
 	before, _ := json.Marshal(in)
-	got, n, err := RedactTree(in)
+	got, n, err := Tree(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(any(want), got); diff != "" || n != 7 {
-		t.Errorf("RedactTree: n = %d, want 7; -want +got:\n%s", n, diff)
+		t.Errorf("Tree: n = %d, want 7; -want +got:\n%s", n, diff)
 	}
 	if after, _ := json.Marshal(in); string(after) != string(before) {
-		t.Errorf("RedactTree modified its input:\n%s\n%s", before, after)
+		t.Errorf("Tree modified its input:\n%s\n%s", before, after)
 	}
-	again, n2, err := RedactTree(got)
+	again, n2, err := Tree(got)
 	if err != nil || n2 != 0 || !cmp.Equal(again, got) {
 		t.Errorf("second pass: n = %d, err = %v, diff:\n%s", n2, err, cmp.Diff(got, again))
 	}
@@ -257,7 +257,7 @@ func TestRedactTree(t *testing.T) {
 // with the input: a caller may change either without touching the other.
 func TestRedactTreeNewContainers(t *testing.T) {
 	in := map[string]any{"a": map[string]any{"b": []any{"x"}}}
-	out, _, err := RedactTree(in)
+	out, _, err := Tree(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,8 +292,8 @@ func TestRedactStringCleanDoesNotAllocate(t *testing.T) {
 		"git -C /srv/agents/w1/acme-widgets reset --hard " + testSHA1,
 		`{"head": "` + testSHA1 + `", "fencing_token": 7} see https://git.example.com/o/r/pulls/34`,
 	} {
-		if a := testing.AllocsPerRun(100, func() { _, _, _ = RedactString(s) }); a != 0 {
-			t.Errorf("RedactString(%q) allocates %v times", s, a)
+		if a := testing.AllocsPerRun(100, func() { _, _, _ = String(s) }); a != 0 {
+			t.Errorf("String(%q) allocates %v times", s, a)
 		}
 	}
 }
@@ -313,7 +313,7 @@ func TestRedactHostileInputIsLinear(t *testing.T) {
 	} {
 		s := strings.Repeat(p, size/len(p))
 		start := time.Now()
-		if _, _, err := RedactString(s); err != nil {
+		if _, _, err := String(s); err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(start); d > 10*time.Second { // quadratic would take minutes
@@ -345,8 +345,8 @@ func TestRedactIdempotentCombinations(t *testing.T) {
 			b.WriteString(frags[r.IntN(len(frags))])
 		}
 		in := b.String()
-		out, _, _ := RedactString(in)
-		if again, n, _ := RedactString(out); again != out || n != 0 {
+		out, _, _ := String(in)
+		if again, n, _ := String(out); again != out || n != 0 {
 			t.Fatalf("not idempotent:\nin:     %q\nfirst:  %q\nsecond: %q", in, out, again)
 		}
 	}

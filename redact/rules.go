@@ -1,6 +1,6 @@
 // Redaction rules: token shapes, placeholders, secret and safe key names, and their lookups.
 
-package checkpointd
+package redact
 
 import "strings"
 

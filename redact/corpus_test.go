@@ -1,4 +1,4 @@
-package checkpointd
+package redact
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ type corpusSecret struct {
 // \n, \t and \\ escapes so multi-line contexts fit on one line.
 func corpusLines(tb testing.TB, name string) (lines []string, numbers []int) {
 	tb.Helper()
-	f, err := os.Open(filepath.Join("testdata", "redaction", name))
+	f, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestRedactCorpusSizes(t *testing.T) {
 
 func TestRedactCorpusSecrets(t *testing.T) {
 	for _, c := range loadSecrets(t) {
-		got, n, err := RedactString(c.text)
+		got, n, err := String(c.text)
 		if err != nil {
 			t.Errorf("secrets.txt:%d: %v", c.line, err)
 			continue
@@ -132,7 +132,7 @@ func TestRedactCorpusSecrets(t *testing.T) {
 		if want := "[REDACTED:" + c.kind + "]"; !strings.Contains(got, want) || n != 1 {
 			t.Errorf("secrets.txt:%d: got %d redactions, want 1 %s:\n%s", c.line, n, want, got)
 		}
-		if again, n2, _ := RedactString(got); again != got || n2 != 0 {
+		if again, n2, _ := String(got); again != got || n2 != 0 {
 			t.Errorf("secrets.txt:%d: second pass changed %d:\n%s\n%s", c.line, n2, got, again)
 		}
 	}
@@ -194,7 +194,7 @@ func TestRedactCorpusSecretsInTree(t *testing.T) {
 		for _, pos := range treePositions {
 			tree := corpusTree()
 			pos.set(tree, c.text)
-			out, n, err := RedactTree(tree)
+			out, n, err := Tree(tree)
 			if err != nil {
 				t.Errorf("secrets.txt:%d at %s: %v", c.line, pos.name, err)
 				continue
@@ -230,7 +230,7 @@ func TestRedactCorpusUnderSecretKeys(t *testing.T) {
 				"apiKey":      c.secret,
 			},
 		}
-		out, n, err := RedactTree(tree)
+		out, n, err := Tree(tree)
 		if err != nil {
 			t.Fatalf("secrets.txt:%d: %v", c.line, err)
 		}
@@ -255,14 +255,14 @@ func jsonEscaped(s string) string {
 func TestRedactCorpusLookalikes(t *testing.T) {
 	lines, numbers := corpusLines(t, "lookalikes.txt")
 	for i, l := range lines {
-		got, n, err := RedactString(l)
+		got, n, err := String(l)
 		if err != nil || got != l || n != 0 {
 			t.Errorf("lookalikes.txt:%d: changed (%d, %v):\n%s\n%s", numbers[i], n, err, l, got)
 		}
 		for _, pos := range treePositions {
 			tree := corpusTree()
 			pos.set(tree, l)
-			out, n, err := RedactTree(tree)
+			out, n, err := Tree(tree)
 			if err != nil || n != 0 || pos.get(out.(map[string]any)) != l {
 				t.Errorf("lookalikes.txt:%d at %s: changed (%d, %v)", numbers[i], pos.name, n, err)
 			}
@@ -285,7 +285,7 @@ func TestRedactCorpusSHAPositions(t *testing.T) {
 		tree["evidence"].([]any)[0].(map[string]any)["ref"] = sha
 		tree["pending_mutation"].(map[string]any)["idempotency_key"] = sha
 		tree["recovery"].(map[string]any)["commands"].([]any)[0] = "git checkout " + sha
-		out, n, err := RedactTree(tree)
+		out, n, err := Tree(tree)
 		if err != nil || n != 0 {
 			t.Fatalf("%s: %d redactions, %v", sha, n, err)
 		}
@@ -305,11 +305,11 @@ func TestRedactCorpusSHAPositions(t *testing.T) {
 // survive byte for byte.
 func TestRedactCorpusGiteaPayloads(t *testing.T) {
 	for _, name := range []string{"gitea-push-force-body.json", "gitea-pull_request-opened-body.json"} {
-		raw, err := os.ReadFile(filepath.Join("testdata", "redaction", name))
+		raw, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, n, err := RedactString(string(raw)); err != nil || n != 0 || got != string(raw) {
+		if got, n, err := String(string(raw)); err != nil || n != 0 || got != string(raw) {
 			t.Errorf("%s as text: %d redactions, %v", name, n, err)
 		}
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
@@ -318,7 +318,7 @@ func TestRedactCorpusGiteaPayloads(t *testing.T) {
 		if err := dec.Decode(&tree); err != nil {
 			t.Fatal(err)
 		}
-		out, n, err := RedactTree(tree)
+		out, n, err := Tree(tree)
 		if err != nil || n != 0 {
 			t.Errorf("%s as a tree: %d redactions, %v", name, n, err)
 		}
@@ -334,11 +334,11 @@ func TestRedactGiteaAccessTokenJSON(t *testing.T) {
 	const tok = "3f1c9d2e8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e"
 	in := `created: {"id":7,"name":"ci","sha1":"` + tok + `","token_last_eight":"6b5a4f3e","scopes":["write:repository"]}`
 	want := `created: {"id":7,"name":"ci","sha1":"[REDACTED:gitea_token]","token_last_eight":"6b5a4f3e","scopes":["write:repository"]}`
-	if got, n, _ := RedactString(in); got != want || n != 1 {
-		t.Errorf("RedactString = %q, %d; want %q, 1", got, n, want)
+	if got, n, _ := String(in); got != want || n != 1 {
+		t.Errorf("String = %q, %d; want %q, 1", got, n, want)
 	}
 	commit := `{"sha1": "` + tok + `", "message": "fix"}`
-	if got, n, _ := RedactString(commit); got != commit || n != 0 {
+	if got, n, _ := String(commit); got != commit || n != 0 {
 		t.Errorf("a commit's sha1 was redacted: %q", got)
 	}
 }

@@ -1,6 +1,6 @@
 // Redaction scanner: the single left-to-right pass and its trigger-byte detectors.
 
-package checkpointd
+package redact
 
 import "strings"
 

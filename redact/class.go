@@ -1,6 +1,6 @@
 // Redaction byte classes: the 256-entry class table and the helpers that read it.
 
-package checkpointd
+package redact
 
 // Byte classes, one table lookup per byte in the hot loop.
 const (

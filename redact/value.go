@@ -1,6 +1,6 @@
 // Redaction values: where a secret value starts and ends, the key before it, and markers.
 
-package checkpointd
+package redact
 
 import "strings"
 

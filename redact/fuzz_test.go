@@ -1,4 +1,4 @@
-package checkpointd
+package redact
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 )
 
 // FuzzRedactString checks the redactor's invariants on arbitrary input: no
-// panic, valid UTF-8 out, idempotence, and RedactTree agreeing with
-// RedactString. On the corpus seeds themselves the planted secret must be
+// panic, valid UTF-8 out, idempotence, and Tree agreeing with
+// String. On the corpus seeds themselves the planted secret must be
 // gone.
 func FuzzRedactString(f *testing.F) {
 	seedSecrets := map[string]string{}
@@ -35,29 +35,29 @@ func FuzzRedactString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out, n, err := RedactString(s)
+		out, n, err := String(s)
 		if !utf8.ValidString(s) {
-			if !errors.Is(err, ErrUnredactable) || !errors.Is(err, ErrInvalidCheckpoint) || out != "" || n != 0 {
+			if !errors.Is(err, ErrUnredactable) || out != "" || n != 0 {
 				t.Fatalf("invalid UTF-8: got %q, %d, %v", out, n, err)
 			}
 			return
 		}
 		if err != nil {
-			t.Fatalf("RedactString(%q): %v", s, err)
+			t.Fatalf("String(%q): %v", s, err)
 		}
 		if !utf8.ValidString(out) {
-			t.Fatalf("RedactString(%q) = %q: not valid UTF-8", s, out)
+			t.Fatalf("String(%q) = %q: not valid UTF-8", s, out)
 		}
 		if (n == 0) != (out == s) {
-			t.Fatalf("RedactString(%q) = %q, %d: count and change disagree", s, out, n)
+			t.Fatalf("String(%q) = %q, %d: count and change disagree", s, out, n)
 		}
-		again, n2, err := RedactString(out)
+		again, n2, err := String(out)
 		if err != nil || again != out || n2 != 0 {
 			t.Fatalf("not idempotent:\nin:     %q\nfirst:  %q\nsecond: %q (%d, %v)", s, out, again, n2, err)
 		}
-		tree, tn, err := RedactTree(map[string]any{"note": s, "items": []any{s}})
+		tree, tn, err := Tree(map[string]any{"note": s, "items": []any{s}})
 		if err != nil || tn != 2*n || tree.(map[string]any)["note"] != out {
-			t.Fatalf("RedactTree disagrees with RedactString on %q: %v, %d, %v", s, tree, tn, err)
+			t.Fatalf("Tree disagrees with String on %q: %v, %d, %v", s, tree, tn, err)
 		}
 		if secret, ok := seedSecrets[s]; ok && strings.Contains(out, secret) {
 			t.Fatalf("seed secret survived: %q", out)

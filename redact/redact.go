@@ -1,18 +1,19 @@
-// Redaction API: RedactString, RedactTree and its walk, the marker kinds and the fixed-point loop.
+// The API: String, Tree and its walk, the marker kinds and the fixed-point loop.
 
-package checkpointd
+package redact
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 )
 
-// ErrUnredactable wraps ErrInvalidCheckpoint. It reports a value the redactor
-// cannot process (invalid UTF-8, a value type it does not know): the write
-// must be refused, never stored raw.
-var ErrUnredactable = fmt.Errorf("%w: value cannot be redacted", ErrInvalidCheckpoint)
+// ErrUnredactable reports a value the redactor cannot process (invalid UTF-8,
+// a value type it does not know): the write must be refused, never stored
+// raw.
+var ErrUnredactable = errors.New("value cannot be redacted")
 
 // Kinds name what a "[REDACTED:<kind>]" marker replaced. They are a stable
 // contract documented in docs/redaction.md: operators search for them.
@@ -38,14 +39,14 @@ const (
 
 const markerPrefix = "[REDACTED:"
 
-// RedactString returns s with every secret replaced by "[REDACTED:<kind>]"
+// String returns s with every secret replaced by "[REDACTED:<kind>]"
 // and how many were replaced. Markers already in s are left alone and not
 // counted, so redaction is idempotent. A string with nothing to redact is
 // returned as is, without allocating.
 //
-// Errors: ErrUnredactable (which wraps ErrInvalidCheckpoint) when s is not
+// Errors: ErrUnredactable when s is not
 // valid UTF-8.
-func RedactString(s string) (string, int, error) {
+func String(s string) (string, int, error) {
 	if !utf8.ValidString(s) {
 		return "", 0, fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrUnredactable, invalidAt(s))
 	}
@@ -53,17 +54,17 @@ func RedactString(s string) (string, int, error) {
 	return out, n, nil
 }
 
-// RedactTree redacts every string in a JSON tree as decoded by encoding/json
+// Tree redacts every string in a JSON tree as decoded by encoding/json
 // with UseNumber (map[string]any, []any, string, json.Number, float64, bool,
 // nil) and returns a new tree (the input is not modified) with the number of
 // redactions. Every string under a key named like a secret (password, token,
 // api_key, authorization, cookie…, at any depth below it) is replaced as a
-// whole; other strings are scanned like RedactString. Keys are not redacted.
+// whole; other strings are scanned like String. Keys are not redacted.
 //
-// Errors: ErrUnredactable (which wraps ErrInvalidCheckpoint), naming the JSON
+// Errors: ErrUnredactable, naming the JSON
 // pointer of the value, for a string or key that is not valid UTF-8 or a
 // value of another Go type: failing closed beats storing what was not seen.
-func RedactTree(v any) (any, int, error) {
+func Tree(v any) (any, int, error) {
 	t := treeRedactor{path: make([]pathElem, 0, 8)}
 	out, err := t.walk(v, famNone)
 	if err != nil {

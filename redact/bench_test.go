@@ -1,4 +1,4 @@
-package checkpointd
+package redact
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 // benchTree decodes a ~3 KB realistic checkpoint the way the API does.
 func benchTree(b *testing.B, name string) any {
 	b.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "redaction", name))
+	raw, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,8 +31,8 @@ func BenchmarkRedactTree(b *testing.B) {
 	tree := benchTree(b, "checkpoint-secrets.json")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, n, err := RedactTree(tree); err != nil || n != 5 {
-			b.Fatalf("RedactTree: %d redactions, %v", n, err)
+		if _, n, err := Tree(tree); err != nil || n != 5 {
+			b.Fatalf("Tree: %d redactions, %v", n, err)
 		}
 	}
 }
@@ -42,8 +42,8 @@ func BenchmarkRedactTreeClean(b *testing.B) {
 	tree := benchTree(b, "checkpoint-clean.json")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, n, err := RedactTree(tree); err != nil || n != 0 {
-			b.Fatalf("RedactTree: %d redactions, %v", n, err)
+		if _, n, err := Tree(tree); err != nil || n != 0 {
+			b.Fatalf("Tree: %d redactions, %v", n, err)
 		}
 	}
 }
@@ -55,7 +55,7 @@ func BenchmarkRedactStringClean(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, n, _ := RedactString(s); n != 0 {
+		if _, n, _ := String(s); n != 0 {
 			b.Fatal("redacted a clean string")
 		}
 	}
