@@ -108,6 +108,8 @@ func observations(d *Delivery, ev Event) ([]checkpointd.Observation, string) {
 	case PullRequest:
 		o := checkpointd.Observation{Repo: e.Repo.FullName, RepoID: e.Repo.ID, PR: e.Number, Head: e.HeadSHA, Source: src}
 		if e.Closed {
+			// A deleted PR ends the way a closed one does: the same
+			// state, the same invalidation and lease release.
 			o.End = checkpointd.RefClosed
 			if e.Merged {
 				o.End = checkpointd.RefMerged
