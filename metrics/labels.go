@@ -33,7 +33,7 @@ var webhookEvents = []string{"push", "create", "delete", "pull_request", "pull_r
 // code it refused one with (webhook.rejections).
 var webhookOutcomes = []string{"applied", "duplicate", "ignored", "store_unavailable",
 	"webhook_secret_not_configured", "missing_signature", "bad_signature", "payload_too_large",
-	"unsupported_media_type", "method_not_allowed", "malformed_delivery"}
+	"unsupported_media_type", "method_not_allowed", "malformed_delivery", "webhook_busy", "request_timeout"}
 
 var validityCauses = []string{"webhook", "reconcile", "checkpoint", "lease", "restart"}
 

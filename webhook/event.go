@@ -33,8 +33,9 @@ type BranchDeleted struct {
 }
 
 // PullRequest is a pull request whose head, base or open state may have
-// changed. Action is opened, reopened, synchronized, edited or closed;
-// Closed is true for closed (merged or not) and Merged copies
+// changed. Action is opened, reopened, synchronized, edited, closed or
+// deleted; Closed is true when the PR ended — closed (merged or not),
+// deleted, or any action on a PR whose state is closed — and Merged copies
 // pull_request.merged. HeadSHA is lowercase hex. HeadRef is the head branch,
 // or refs/pull/<n>/head once that branch is gone, in which case HeadLabel
 // still names it.

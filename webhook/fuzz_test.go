@@ -65,11 +65,11 @@ func checkInvariants(t *testing.T, d *Delivery, ev Event) {
 		checkRepo(t, e.Repo)
 		if !strings.HasPrefix(d.Event, "pull_request") || d.Event == "pull_request_comment" ||
 			e.Number <= 0 || !lowerSHA(e.HeadSHA) || IsZeroSHA(e.HeadSHA) ||
-			!cleanName(e.HeadRef) || !cleanName(e.BaseRef) || e.Closed != (e.Action == "closed") {
+			!cleanName(e.HeadRef) || !cleanName(e.BaseRef) || (prEnds[e.Action] && !e.Closed) {
 			t.Fatalf("bad PullRequest from %s: %#v", d.Event, e)
 		}
 		switch e.Action {
-		case "opened", "reopened", "synchronized", "edited", "closed":
+		case "opened", "reopened", "synchronized", "edited", "closed", "deleted":
 		default:
 			t.Fatalf("PullRequest with action %q", e.Action)
 		}

@@ -11,6 +11,7 @@ const (
 	gBeta1  = "92d74c43f6f652b8061985e4bfe7e6cce96f1d98" // feature/beta created
 	gMain3  = "35a26f1565c1d93c0cddae352d1b36b273ad71d6" // 25 commits on main
 	gDelta1 = "b08a322da7c52f58e8f670ebb712597f7b62324c" // feature/delta, PR #4
+	gProbe1 = "b46cf7014be09d4783a292014b76523b3ca67c41" // probe-open-delete, PR #8 (a later capture)
 )
 
 // wantGitea is what Parse must make of each file in testdata/gitea; the
@@ -56,4 +57,9 @@ var wantGitea = map[string]Event{
 	"38-delete-tag.json":                         ignored("delete", reasonTagDelete),
 	"39-delete-branch.json":                      deleted("feature/delta"),
 	"40-pull_request-closed-branch-deleted.json": pr(4, "closed", gDelta1, "refs/pull/4/head", "feature/delta", "main", true, false),
+	// The sync was built with the head the PR already had; the deletion
+	// still says "state": "open" and ends the PR all the same.
+	"41-pull_request-opened-pr8.json":       pr(8, "opened", gProbe1, "probe-open-delete", "probe-open-delete", "main", false, false),
+	"42-pull_request-synchronized-pr8.json": pr(8, "synchronized", gProbe1, "probe-open-delete", "probe-open-delete", "main", false, false),
+	"43-pull_request-deleted-open-pr8.json": pr(8, "deleted", gProbe1, "probe-open-delete", "probe-open-delete", "main", true, false),
 }

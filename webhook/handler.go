@@ -35,16 +35,32 @@ type Handler struct {
 	// Errors records refused deliveries durably (never the body or the
 	// signature); nil records nothing.
 	Errors *errlog.Recorder
+	// BodyTimeout bounds the time from the headers to the end of the body
+	// (DefaultBodyTimeout when 0): a sender that stalls holds one of the few
+	// slots for unverified bodies, and no longer than that.
+	BodyTimeout time.Duration
 }
+
+// DefaultBodyTimeout is Gitea's and Forgejo's whole delivery timeout: a
+// body still coming after it is one whose answer nobody waits for.
+const DefaultBodyTimeout = 5 * time.Second
 
 // ServeHTTP handles one delivery.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// Through chi's wrapper too (it unwraps); a recorder in tests has no
+	// connection, and the deadline is then simply not set.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(start.Add(h.bodyTimeout()))
 	d, err := h.Verifier.Read(r)
 	if err != nil {
 		h.reject(w, r, "", err)
 		return
 	}
+	// The body is in and authenticated: lift the deadline, which would
+	// otherwise end the request's context while the delivery is recorded.
+	// The server sets its own again before reading the next request.
+	_ = rc.SetReadDeadline(time.Time{})
 	ev, err := Parse(d)
 	if err != nil {
 		h.reject(w, r, d.ID, err)
@@ -91,6 +107,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // settleTimeout bounds the re-judging after an answer.
 const settleTimeout = 30 * time.Second
 
+func (h *Handler) bodyTimeout() time.Duration {
+	if h.BodyTimeout > 0 {
+		return h.BodyTimeout
+	}
+	return DefaultBodyTimeout
+}
+
 // observations turns an event into evidence; nil for events with none.
 func observations(d *Delivery, ev Event) ([]checkpointd.Observation, string) {
 	src := "webhook:" + d.ID
@@ -108,6 +131,8 @@ func observations(d *Delivery, ev Event) ([]checkpointd.Observation, string) {
 	case PullRequest:
 		o := checkpointd.Observation{Repo: e.Repo.FullName, RepoID: e.Repo.ID, PR: e.Number, Head: e.HeadSHA, Source: src}
 		if e.Closed {
+			// A deleted PR ends the way a closed one does: the same
+			// state, the same invalidation and lease release.
 			o.End = checkpointd.RefClosed
 			if e.Merged {
 				o.End = checkpointd.RefMerged
@@ -128,6 +153,8 @@ var rejections = []struct {
 	{ErrMissingSignature, http.StatusUnauthorized, "missing_signature"},
 	{ErrBadSignature, http.StatusUnauthorized, "bad_signature"},
 	{ErrTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
+	{ErrBusy, http.StatusServiceUnavailable, "webhook_busy"},
+	{ErrSlowBody, http.StatusRequestTimeout, "request_timeout"},
 	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	{ErrMethod, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{ErrMissingHeader, http.StatusBadRequest, "malformed_delivery"},
@@ -164,6 +191,12 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, id string, err 
 	// test) sees the refusal; a recording failure is only logged.
 	h.Errors.Record(r.Context(), checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceWebhook, Code: code,
 		Delivery: id, Event: event, Detail: err.Error()})
+	// A refused sender's connection is closed: net/http would otherwise
+	// read on through the rest of a body to reuse the connection.
+	w.Header().Set("Connection", "close")
+	if errors.Is(err, ErrBusy) {
+		w.Header().Set("Retry-After", "1")
+	}
 	problem(w, status, code, err.Error())
 }
 

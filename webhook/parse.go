@@ -27,9 +27,15 @@ var prPayloadTypes = map[string]bool{
 }
 
 // prActions are the actions that change a PR's head, base or open state.
+// deleted is Gitea's (Forgejo sends nothing when a PR is deleted).
 var prActions = map[string]bool{
-	"opened": true, "reopened": true, "synchronized": true, "edited": true, "closed": true,
+	"opened": true, "reopened": true, "synchronized": true, "edited": true, "closed": true, "deleted": true,
 }
+
+// prEnds are the actions after which the PR is gone, whatever its state
+// says: Gitea builds a deletion's payload from the PR as it was, so a
+// deleted open PR still reads "state": "open".
+var prEnds = map[string]bool{"closed": true, "deleted": true}
 
 // Parse turns a verified delivery into an Event. Events that need no action
 // (create, tag pushes and deletions, test deliveries with before == after,

@@ -86,7 +86,7 @@ func TestParse(t *testing.T) {
 		{"labeled, junk pull_request", "pull_request_label", prJSON("label_updated", 0, `{"head": {}}`), ignored("pull_request_label", reasonAction)},
 		{"reviewed", "pull_request_review_approved", prJSON("reviewed", 7, okPull), ignored("pull_request_review_approved", reasonAction)},
 		{"assigned", "pull_request_assign", prJSON("assigned", 7, okPull), ignored("pull_request_assign", reasonAction)},
-		{"deleted (Gitea)", "pull_request", prJSON("deleted", 7, okPull), ignored("pull_request", reasonAction)},
+		{"deleted while open (Gitea)", "pull_request", prJSON("deleted", 7, okPull), pr(7, "deleted", shaB, "feature/x", "feature/x", "main", true, false)},
 		{"PR comment edited", "pull_request_comment", `{"action": "edited", "is_pull": true}`, ignored("pull_request_comment", reasonComment)},
 		{"number zero", "pull_request", prJSON("opened", 0, okPull), nil},
 		{"numbers differ", "pull_request", prJSON("opened", 8, okPull), nil},

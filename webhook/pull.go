@@ -90,7 +90,7 @@ func parsePullRequest(event string, payload []byte) (Event, error) {
 		BaseRef:   pr.Base.Ref,
 		// An edit of a PR that already closed still says so: it must not
 		// read as the PR being open again.
-		Closed: p.Action == "closed" || pr.State == "closed",
+		Closed: prEnds[p.Action] || pr.State == "closed",
 		Merged: pr.Merged,
 	}, nil
 }

@@ -15,6 +15,9 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
+	"sync"
+	"time"
 )
 
 // Errors returned by Verifier.Read and Parse, bare or wrapped with %w for
@@ -35,8 +38,15 @@ var (
 	// form body without one payload field, or (by Parse) a payload of a
 	// handled event that does not decode or validate.
 	ErrMalformed = errors.New("webhook: malformed delivery")
-	// ErrTooLarge is returned when the body exceeds the cap.
+	// ErrTooLarge is returned when the body exceeds the cap, by its
+	// Content-Length before any of it is read, else as soon as it passes.
 	ErrTooLarge = errors.New("webhook: body too large")
+	// ErrBusy is returned when MaxUnverified bodies are already being read
+	// and none is done within slotWait.
+	ErrBusy = errors.New("webhook: too many deliveries being read")
+	// ErrSlowBody is returned when the body stops coming before it ends
+	// (the handler's read deadline passed).
+	ErrSlowBody = errors.New("webhook: body not received in time")
 	// ErrUnsupportedMediaType is returned for a content type other than JSON
 	// or the form encoding.
 	ErrUnsupportedMediaType = errors.New("webhook: unsupported media type")
@@ -44,9 +54,25 @@ var (
 	ErrMethod = errors.New("webhook: method not allowed")
 )
 
-// DefaultMaxBody is the body cap used when Verifier.MaxBody is 0. Push
-// payloads are bounded by the commit cap but PR bodies are not.
-const DefaultMaxBody = 25 << 20
+// DefaultMaxBody is the body cap used when Verifier.MaxBody is 0: 1 MiB,
+// 57 times the largest delivery captured from Gitea 1.25.4 and Forgejo
+// 15.0.3 (18,139 bytes, a form-encoded PR close; the largest JSON one is a
+// push listing Forgejo's 15 commits, 15,153 bytes). Pushes are bounded by
+// the forges' commit caps; PR descriptions and the file lists of commits
+// are not, hence the margin.
+const DefaultMaxBody = 1 << 20
+
+// DefaultMaxUnverified is how many bodies are read and checked at once
+// when Verifier.MaxUnverified is 0: above the 10 workers a Gitea or
+// Forgejo instance delivers with at most, and with DefaultMaxBody no more
+// than 16 MiB of unauthenticated bytes held.
+const DefaultMaxUnverified = 16
+
+// slotWait is how long a delivery waits for a slot when all are taken. A
+// burst of real deliveries clears in that time (each is read and checked
+// in milliseconds); slots held by slow senders do not, and the forge must
+// not be kept waiting: it gives up after 5 s and never retries.
+const slotWait = 250 * time.Millisecond
 
 // Bounds on the header values that end up in the database and logs: the
 // forges send a 36-character UUID and short snake_case event names.
@@ -68,11 +94,17 @@ type Delivery struct {
 // ignored because anyone can compute an HMAC with an empty key. With no
 // usable secret every delivery is refused with ErrNoSecret, unless
 // AllowUnsigned is set, in which case nothing is checked. MaxBody caps the
-// body (DefaultMaxBody when 0).
+// body (DefaultMaxBody when 0). MaxUnverified bounds the bodies being read
+// and checked at once (DefaultMaxUnverified when 0): unauthenticated
+// senders cannot make the daemon hold more than MaxUnverified × MaxBody.
 type Verifier struct {
 	Secrets       [][]byte
 	AllowUnsigned bool
 	MaxBody       int64
+	MaxUnverified int
+
+	slotsOnce sync.Once
+	slots     chan struct{} // one token per body being read
 }
 
 // Read authenticates r and returns its delivery. It checks, in order: the
@@ -80,10 +112,14 @@ type Verifier struct {
 // delivery id and event headers (ErrMissingHeader, or ErrMalformed when not
 // short visible ASCII), the content type (ErrUnsupportedMediaType), the
 // signature header (ErrMissingSignature, or ErrBadSignature when not 64 hex
-// digits), the body size (ErrTooLarge), the form encoding (ErrMalformed)
-// and finally the HMAC-SHA256 under each secret (ErrBadSignature). Any other
-// error is the body's read error, wrapped. The JSON itself is not looked at
-// before it is authenticated: that is Parse's job.
+// digits), the declared body size (ErrTooLarge), a free slot among
+// MaxUnverified (ErrBusy after waiting slotWait), the body as it is read
+// (ErrTooLarge as soon as it passes MaxBody, ErrSlowBody when the read
+// deadline passes), the form encoding (ErrMalformed) and finally the
+// HMAC-SHA256 under each secret (ErrBadSignature). Any other error is the
+// body's read error, wrapped. The slot is held until Read returns, so no
+// more than MaxUnverified bodies are ever held unauthenticated. The JSON
+// itself is not looked at before it is authenticated: that is Parse's job.
 func (v *Verifier) Read(r *http.Request) (*Delivery, error) {
 	if r.Method != http.MethodPost {
 		return nil, fmt.Errorf("%w: %s", ErrMethod, r.Method)
@@ -107,7 +143,17 @@ func (v *Verifier) Read(r *http.Request) (*Delivery, error) {
 			return nil, err
 		}
 	}
-	body, err := readBody(r, v.maxBody())
+	if r.ContentLength > v.maxBody() {
+		return nil, ErrTooLarge // refused on the header, nothing read
+	}
+	release, err := v.acquire(r)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	buf := bodyBuffers.Get().(*[]byte)
+	defer bodyBuffers.Put(buf)
+	body, err := readBody(r, v.maxBody(), buf)
 	if err != nil {
 		return nil, err
 	}
@@ -120,8 +166,19 @@ func (v *Verifier) Read(r *http.Request) (*Delivery, error) {
 	if len(secrets) > 0 && !verify(secrets, d.Payload, sig) {
 		return nil, ErrBadSignature
 	}
+	if !form {
+		d.Payload = bytes.Clone(body) // the buffer serves the next body
+	}
 	return d, nil
 }
+
+// bodyBuffers recycles the buffers bodies are read into: a refused body's
+// buffer serves the next delivery instead of waiting for the collector, so
+// a flood costs about the slots' buffers rather than garbage piling up to
+// the GC target (the daemon runs with GOGC=400). At most MaxUnverified are
+// in use at once, so the pool holds no more than that (and the previous
+// cycle's, which the collector drops).
+var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 func (v *Verifier) secrets() [][]byte {
 	out := make([][]byte, 0, len(v.Secrets))
@@ -138,6 +195,39 @@ func (v *Verifier) maxBody() int64 {
 		return v.MaxBody
 	}
 	return DefaultMaxBody
+}
+
+// acquire takes a slot for one body, waiting at most slotWait (or until the
+// request is gone) when all are taken.
+func (v *Verifier) acquire(r *http.Request) (release func(), err error) {
+	slots := v.slotChan()
+	release = func() { <-slots }
+	select {
+	case slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	wait := time.NewTimer(slotWait)
+	defer wait.Stop()
+	select {
+	case slots <- struct{}{}:
+		return release, nil
+	case <-wait.C:
+	case <-r.Context().Done():
+	}
+	return nil, fmt.Errorf("%w: %d bodies are being read", ErrBusy, cap(slots))
+}
+
+// slotChan makes the slots on first use: a Verifier is built as a literal.
+func (v *Verifier) slotChan() chan struct{} {
+	v.slotsOnce.Do(func() {
+		n := v.MaxUnverified
+		if n <= 0 {
+			n = DefaultMaxUnverified
+		}
+		v.slots = make(chan struct{}, n)
+	})
+	return v.slots
 }
 
 // firstHeader returns the first non-empty value among names: Forgejo sends
@@ -205,32 +295,67 @@ func isForm(contentType string) (bool, error) {
 	return false, fmt.Errorf("%w: %s", ErrUnsupportedMediaType, mt)
 }
 
-// readBody reads at most max bytes and fails past that instead of reading
-// on: the forge gives up after 5 s anyway.
-func readBody(r *http.Request, max int64) ([]byte, error) {
-	if r.ContentLength > max {
-		return nil, ErrTooLarge
-	}
+// readBody reads the whole body into *into, which it grows to at most
+// limit+1 bytes (and leaves grown, for the next body), and fails with
+// ErrTooLarge as soon as the body passes limit instead of reading on: a
+// chunked body declares no length to refuse it by. A declared length sizes
+// the buffer at once; it is at most limit. The body returned aliases *into.
+func readBody(r *http.Request, limit int64, into *[]byte) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
 	}
-	var buf bytes.Buffer
-	// Size the buffer from Content-Length only up to 1 MiB: the header is
-	// unauthenticated, and a claimed 25 MiB should not be allocated up front.
-	if n := r.ContentLength; n > 0 && n <= 1<<20 {
-		buf.Grow(int(n) + bytes.MinRead) // one read past the end sees EOF
+	size := int64(bytes.MinRead)
+	if r.ContentLength >= 0 {
+		size = r.ContentLength + 1 // one read past the end sees EOF
 	}
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
+	buf := grown((*into)[:0], min(size, limit+1))
+	defer func() { *into = buf[:0] }()
+	for {
+		if len(buf) == cap(buf) {
+			next := int64(max(2*cap(buf), bytes.MinRead)) // doubling …
+			if cap(buf) >= doublingLimit {
+				next = limit + 1 // … then the cap at once
+			}
+			buf = grown(buf, min(next, limit+1))
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case int64(len(buf)) > limit:
+			return nil, ErrTooLarge
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return nil, readError(err)
+		}
+	}
+}
+
+// grown returns buf with room for n bytes in all, allocating exactly that
+// (but for the allocator's rounding) when it must: append's own growth
+// could overshoot the cap by a quarter.
+func grown(buf []byte, n int64) []byte {
+	if int64(cap(buf)) >= n {
+		return buf
+	}
+	return append(make([]byte, 0, n), buf...)
+}
+
+// doublingLimit is where a body of unknown length stops growing by
+// doubling and takes the cap's worth at once: past the largest real
+// delivery (18 KiB), doubling on would leave each smaller buffer behind as
+// garbage, and a body that large is near the cap or refused anyway.
+const doublingLimit = 64 << 10
+
+func readError(err error) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, ErrTooLarge // a cap set further out, by http.MaxBytesReader
-	case err != nil:
-		return nil, fmt.Errorf("webhook: read body: %w", err)
-	case int64(buf.Len()) > max:
-		return nil, ErrTooLarge
+		return ErrTooLarge // a cap set further out, by http.MaxBytesReader
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: %v", ErrSlowBody, err)
 	}
-	return buf.Bytes(), nil
+	return fmt.Errorf("webhook: read body: %w", err)
 }
 
 // formPayload returns the decoded payload field of a form delivery, which is

@@ -113,6 +113,13 @@ func TestReadFailures(t *testing.T) {
 		{name: "oversize, length unknown", v: &Verifier{Secrets: [][]byte{[]byte(f.Secret)}, MaxBody: 100}, edit: func(r *http.Request) {
 			r.ContentLength = -1
 		}, want: ErrTooLarge},
+		{name: "at the cap", v: &Verifier{Secrets: [][]byte{[]byte(f.Secret)}, MaxBody: int64(len(body))}},
+		{name: "at the cap, length unknown", v: &Verifier{Secrets: [][]byte{[]byte(f.Secret)}, MaxBody: int64(len(body))}, edit: func(r *http.Request) {
+			r.ContentLength = -1
+		}},
+		{name: "a byte over the cap, length unknown", v: &Verifier{Secrets: [][]byte{[]byte(f.Secret)}, MaxBody: int64(len(body)) - 1}, edit: func(r *http.Request) {
+			r.ContentLength = -1
+		}, want: ErrTooLarge},
 		{name: "endless body", v: &Verifier{Secrets: [][]byte{[]byte(f.Secret)}, MaxBody: 1 << 20}, edit: func(r *http.Request) {
 			r.Body, r.ContentLength = io.NopCloser(endless{}), -1
 		}, want: ErrTooLarge},
@@ -138,6 +145,30 @@ func TestReadFailures(t *testing.T) {
 				t.Errorf("Read returned a delivery with error %v", err)
 			}
 		})
+	}
+}
+
+// TestPayloadOutlivesItsBuffer: bodies are read into recycled buffers; a
+// delivery's payload must not change when the next body is read.
+func TestPayloadOutlivesItsBuffer(t *testing.T) {
+	first := loadFixture(t, "gitea/13-pull_request-opened.json") // larger than the next ones
+	d, err := first.verifier().Read(first.request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"gitea/09-push-fast-forward.json", "gitea/22-delete-branch.json"} {
+		f := loadFixture(t, name)
+		if _, err := f.verifier().Read(f.request()); err != nil {
+			t.Fatal(err)
+		}
+		r := f.request()
+		r.Header.Set("X-Gitea-Signature", strings.Repeat("0", 64))
+		if _, err := f.verifier().Read(r); !errors.Is(err, ErrBadSignature) {
+			t.Fatalf("wrong signature: %v", err)
+		}
+	}
+	if string(d.Payload) != first.Body {
+		t.Fatal("the first delivery's payload changed when later bodies were read")
 	}
 }
 
@@ -175,4 +206,56 @@ func TestReadOverHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("status %d: %s", resp.StatusCode, msg)
 	}
+}
+
+// chunky hands out at most n bytes per Read, as a slow or chunked sender
+// does.
+type chunky struct {
+	b []byte
+	n int
+}
+
+func (c *chunky) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.b)
+	c.b = c.b[k:]
+	return k, nil
+}
+
+// FuzzReadBody: a body is taken whole when it is at most the cap and
+// refused with ErrTooLarge otherwise, declared or not, however the sender
+// splits it, and whatever the reused buffer held before.
+func FuzzReadBody(f *testing.F) {
+	big := bytes.Repeat([]byte("x"), 70<<10) // past doublingLimit
+	f.Add([]byte("{}"), uint32(2), true, uint16(1))
+	f.Add([]byte("{}"), uint32(1), false, uint16(1))
+	f.Add([]byte{}, uint32(0), false, uint16(1))
+	f.Add(big, uint32(len(big)), false, uint16(4096))
+	f.Add(big, uint32(len(big)-1), false, uint16(65535))
+	f.Add(big, uint32(1<<20), true, uint16(333))
+	buf := new([]byte)
+	f.Fuzz(func(t *testing.T, body []byte, max uint32, declared bool, step uint16) {
+		limit := int64(max%(2<<20)) + 1
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.Body, r.ContentLength = io.NopCloser(&chunky{b: body, n: int(step) + 1}), -1
+		if declared {
+			r.ContentLength = int64(len(body))
+		}
+		before := cap(*buf)
+		got, err := readBody(r, limit, buf)
+		if int64(len(body)) > limit {
+			if !errors.Is(err, ErrTooLarge) || got != nil {
+				t.Fatalf("%d bytes, cap %d: %d bytes, %v; want ErrTooLarge", len(body), limit, len(got), err)
+			}
+		} else if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%d bytes, cap %d: %d bytes, %v; want the body", len(body), limit, len(got), err)
+		}
+		// Never past the cap and the byte that shows it passed, but for the
+		// allocator's rounding (size classes, then whole 8 KiB pages).
+		if grown := int64(cap(*buf)); cap(*buf) > before && grown > (limit+1)*9/8+8<<10 {
+			t.Fatalf("buffer grew from %d to %d for a cap of %d", before, grown, limit)
+		}
+	})
 }

@@ -23,10 +23,12 @@ type scenario struct {
 
 func newScenario(t *testing.T, b storetest.Backend) *scenario {
 	s := storetest.Open(t, b, checkpointd.SystemClock{})
-	// The gitea-type and gogs-type hooks have their own secrets: both are
-	// configured, as during a rotation.
+	// The gitea-type and gogs-type hooks have their own secrets, and so
+	// has the later capture of PR #8 (re-signed): all are configured, as
+	// during a rotation.
 	v := &Verifier{}
-	for _, name := range []string{"gitea/09-push-fast-forward.json", "gitea/10-push-fast-forward-gogs-hook.json"} {
+	for _, name := range []string{"gitea/09-push-fast-forward.json", "gitea/10-push-fast-forward-gogs-hook.json",
+		"gitea/41-pull_request-opened-pr8.json"} {
 		v.Secrets = append(v.Secrets, []byte(loadFixture(t, name).Secret))
 	}
 	return &scenario{t: t, s: s, handler: &Handler{Verifier: v, Store: s, Log: slog.New(slog.DiscardHandler)}}
@@ -78,9 +80,15 @@ func (sc *scenario) session(pr int64) *checkpointd.Session {
 
 func (sc *scenario) checkpoint(sess *checkpointd.Session, head string, leases ...checkpointd.LeaseRef) {
 	sc.t.Helper()
+	sc.checkpointOn(sess, "feature/alpha", head, leases...)
+}
+
+// checkpointOn writes a complete checkpoint whose workspace is head on branch.
+func (sc *scenario) checkpointOn(sess *checkpointd.Session, branch, head string, leases ...checkpointd.LeaseRef) {
+	sc.t.Helper()
 	run := sess.CurrentRun
 	d := &checkpointd.Document{SchemaVersion: 1, RunID: run.ID, FencingToken: run.FencingToken, Role: "author",
-		Stage: "implementing", Workspace: &checkpointd.Workspace{Branch: "feature/alpha", Head: head}, Leases: leases}
+		Stage: "implementing", Workspace: &checkpointd.Workspace{Branch: branch, Head: head}, Leases: leases}
 	if _, err := sc.s.WriteCheckpoint(sc.t.Context(), store.CheckpointWrite{SessionID: sess.ID, Doc: d, Digest: "d"}); err != nil {
 		sc.t.Fatal(err)
 	}

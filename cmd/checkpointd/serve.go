@@ -41,6 +41,8 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "secret of the Gitea/Forgejo webhook (repeatable, or comma-separated, for rotation); without one every delivery is refused"},
 		&cli.BoolFlag{Name: "webhook-allow-unsigned", Sources: from("CHECKPOINTD_WEBHOOK_ALLOW_UNSIGNED"),
 			Usage: "accept unsigned deliveries when no secret is set (unsafe: anyone reaching the daemon can invalidate sessions)"},
+		&cli.Int64Flag{Name: "webhook-max-body-bytes", Value: webhook.DefaultMaxBody, Sources: from("CHECKPOINTD_WEBHOOK_MAX_BODY_BYTES"),
+			Usage: "largest accepted webhook delivery body (413 above, refused as soon as it passes)"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Sources: from("CHECKPOINTD_SHUTDOWN_TIMEOUT"),
 			Usage: "how long in-flight requests and background workers may take to finish on shutdown"},
 		&cli.StringFlag{Name: "metrics-listen", Sources: from("CHECKPOINTD_METRICS_LISTEN"),
@@ -87,6 +89,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	log = slog.New(api.LogHandler(log.Handler()))
 	if c.Int("errors-keep") <= 0 {
 		return fmt.Errorf("--errors-keep must be positive, not %d", c.Int("errors-keep"))
+	}
+	if n := c.Int64("webhook-max-body-bytes"); n <= 0 {
+		return fmt.Errorf("--webhook-max-body-bytes must be positive, not %d", n)
 	}
 	wf, err := workflowFrom(c)
 	if err != nil {
@@ -170,7 +175,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	}
 
 	leases := lease.NewManager(s, log)
-	verifier := &webhook.Verifier{AllowUnsigned: c.Bool("webhook-allow-unsigned")}
+	verifier := &webhook.Verifier{AllowUnsigned: c.Bool("webhook-allow-unsigned"), MaxBody: c.Int64("webhook-max-body-bytes")}
 	for _, sec := range c.StringSlice("webhook-secret") {
 		if sec = strings.TrimSpace(sec); sec != "" {
 			verifier.Secrets = append(verifier.Secrets, []byte(sec))
