@@ -116,9 +116,15 @@ func New(d Deps) http.Handler {
 		a.Errors = errlog.New(d.Store, a.log, d.Metrics)
 	}
 	r := chi.NewRouter()
-	r.Use(requestID, a.observe, a.recoverer, a.drainHeader)
+	// HEAD is served on every GET route as GET (net/http drops the body);
+	// a 405 says which methods the route serves.
+	r.Use(requestID, a.observe, a.recoverer, a.drainHeader, headAsGet)
 	r.NotFound(a.handle(func(http.ResponseWriter, *http.Request) error { return checkpointd.ErrNotFound }))
-	r.MethodNotAllowed(a.handle(func(http.ResponseWriter, *http.Request) error { return errMethodNotAllowed }))
+	allow := &allowTable{}
+	r.MethodNotAllowed(a.handle(func(w http.ResponseWriter, req *http.Request) error {
+		w.Header().Set("Allow", allow.methods(req))
+		return errMethodNotAllowed
+	}))
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.handle(a.readyz))
@@ -159,6 +165,7 @@ func New(d Deps) http.Handler {
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/cancel", a.handle(a.cancelDrain))
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/errors", a.handle(a.listErrors))
 	})
+	allow.build(r)
 	return r
 }
 
