@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -196,8 +197,24 @@ func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
 	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyDetails say what each store.NotReadyError reason means for an
+// operator; the cause itself goes to the log.
+var readyDetails = map[string]string{
+	store.ReasonUnreachable:       "the store cannot be reached",
+	store.ReasonMigrationsPending: "the database lacks migrations of this binary; run checkpointd migrate",
+	store.ReasonWriteFailed:       "the store cannot commit a write (a full disk, a read-only database…); see the daemon log",
+	store.ReasonWriteTimeout:      "the store did not commit a write in time",
+}
+
+// readyz answers 200 only when the store can commit a write now (a
+// probe write, cached for a second: store.Ready), else 503
+// store_unavailable with a reason.
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Store.Ready(r.Context()); err != nil {
+		var nr *store.NotReadyError
+		if errors.As(err, &nr) {
+			return &ProblemError{Err: err, Detail: readyDetails[nr.Reason], Extra: map[string]any{"reason": nr.Reason}}
+		}
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
