@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -116,9 +117,15 @@ func New(d Deps) http.Handler {
 		a.Errors = errlog.New(d.Store, a.log, d.Metrics)
 	}
 	r := chi.NewRouter()
-	r.Use(requestID, a.observe, a.recoverer, a.drainHeader)
+	// HEAD is served on every GET route as GET (net/http drops the body);
+	// a 405 says which methods the route serves.
+	r.Use(requestID, a.observe, a.recoverer, a.drainHeader, headAsGet)
 	r.NotFound(a.handle(func(http.ResponseWriter, *http.Request) error { return checkpointd.ErrNotFound }))
-	r.MethodNotAllowed(a.handle(func(http.ResponseWriter, *http.Request) error { return errMethodNotAllowed }))
+	allow := &allowTable{}
+	r.MethodNotAllowed(a.handle(func(w http.ResponseWriter, req *http.Request) error {
+		w.Header().Set("Allow", allow.methods(req))
+		return errMethodNotAllowed
+	}))
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.handle(a.readyz))
@@ -159,6 +166,7 @@ func New(d Deps) http.Handler {
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/cancel", a.handle(a.cancelDrain))
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/errors", a.handle(a.listErrors))
 	})
+	allow.build(r)
 	return r
 }
 
@@ -189,8 +197,24 @@ func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
 	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyDetails say what each store.NotReadyError reason means for an
+// operator; the cause itself goes to the log.
+var readyDetails = map[string]string{
+	store.ReasonUnreachable:       "the store cannot be reached",
+	store.ReasonMigrationsPending: "the database lacks migrations of this binary; run checkpointd migrate",
+	store.ReasonWriteFailed:       "the store cannot commit a write (a full disk, a read-only database…); see the daemon log",
+	store.ReasonWriteTimeout:      "the store did not commit a write in time",
+}
+
+// readyz answers 200 only when the store can commit a write now (a
+// probe write, cached for a second: store.Ready), else 503
+// store_unavailable with a reason.
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Store.Ready(r.Context()); err != nil {
+		var nr *store.NotReadyError
+		if errors.As(err, &nr) {
+			return &ProblemError{Err: err, Detail: readyDetails[nr.Reason], Extra: map[string]any{"reason": nr.Reason}}
+		}
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

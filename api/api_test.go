@@ -29,7 +29,12 @@ type harness struct {
 
 func newHarness(t *testing.T, b storetest.Backend) *harness {
 	t.Helper()
-	s := storetest.Open(t, b, checkpointd.SystemClock{})
+	return newHarnessOn(t, storetest.Open(t, b, checkpointd.SystemClock{}))
+}
+
+// newHarnessOn is newHarness over a store the test opened itself.
+func newHarnessOn(t *testing.T, s *store.Store) *harness {
+	t.Helper()
 	h := &harness{t: t, store: s}
 	h.handler = api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		MaxDocumentBytes: 8 << 10})

@@ -82,10 +82,12 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// ProblemError lets a handler attach extra members to the problem of err.
+// ProblemError lets a handler attach extra members to the problem of err,
+// and a detail of its own (else the code's).
 type ProblemError struct {
-	Err   error
-	Extra map[string]any
+	Err    error
+	Detail string
+	Extra  map[string]any
 }
 
 func (e *ProblemError) Error() string { return e.Err.Error() }
@@ -112,6 +114,9 @@ func problemFor(err error) Problem {
 	var pe *ProblemError
 	if errors.As(err, &pe) {
 		p.Extra = pe.Extra
+		if pe.Detail != "" {
+			p.Detail = pe.Detail
+		}
 	}
 	var ge *checkpointd.GoneError
 	if p.Extra == nil && errors.As(err, &ge) {

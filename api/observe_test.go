@@ -86,10 +86,19 @@ func (o *observer) note(test string, handler http.Handler, r *http.Request, w *h
 	if !ok {
 		return
 	}
-	pattern := routePattern(mux.Find(chi.NewRouteContext(), r.Method, r.URL.Path))
+	// HEAD is answered as GET; a 405 is answered by no route (a mounted
+	// subrouter's root would seem to take every method).
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	var pattern string
+	if w.Code != http.StatusMethodNotAllowed {
+		pattern = routePattern(mux.Find(chi.NewRouteContext(), method, r.URL.Path))
+	}
 	a := answer{status: w.Code}
 	if pattern != "" {
-		a.op = r.Method + " " + pattern
+		a.op = method + " " + pattern
 	}
 	if mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type")); mt == "application/problem+json" {
 		var p struct{ Code string }
@@ -103,7 +112,7 @@ func (o *observer) note(test string, handler http.Handler, r *http.Request, w *h
 	if _, ok := o.seen[a]; !ok {
 		o.seen[a] = test
 	}
-	check := pattern != "" && o.validated[a] < bodiesPerAnswer
+	check := pattern != "" && r.Method != http.MethodHead && o.validated[a] < bodiesPerAnswer
 	if check {
 		o.validated[a]++
 	}

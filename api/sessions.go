@@ -268,11 +268,17 @@ func (a *api) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	after := c.Seq
+	// `after` says where a listing starts; a cursor says where the previous
+	// page ended, so it wins: a client that keeps its first URL's `after`
+	// and adds each next_cursor still walks forward to the end.
+	var after int64
 	if s := r.URL.Query().Get("after"); s != "" {
 		if after, err = strconv.ParseInt(s, 10, 64); err != nil || after < 0 {
 			return checkpointd.Invalid("after", "must be a non-negative event seq")
 		}
+	}
+	if r.URL.Query().Get("cursor") != "" {
+		after = c.Seq
 	}
 	sess, err := a.loadSession(r)
 	if err != nil {

@@ -88,3 +88,39 @@ func (s *Store) ExclusiveHeldElsewhere(ctx context.Context, name string) (bool, 
 	}
 	return !got, nil
 }
+
+// LimitPages makes the SQLite database full, as a full disk does: on the
+// writer's one connection it frees the unused pages (VACUUM) and caps the
+// database at the pages it now has (PRAGMA max_page_count), so a write
+// that needs a new page fails with SQLITE_FULL, "database or disk is
+// full". restore lifts the cap.
+func LimitPages(ctx context.Context, s *Store) (restore func() error, err error) {
+	var was int64
+	if err := s.wdb.GetContext(ctx, &was, `PRAGMA max_page_count`); err != nil {
+		return nil, err
+	}
+	if _, err := s.wdb.ExecContext(ctx, `VACUUM`); err != nil {
+		return nil, err
+	}
+	var pages int64
+	if err := s.wdb.GetContext(ctx, &pages, `PRAGMA page_count`); err != nil {
+		return nil, err
+	}
+	if _, err := s.wdb.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
+		return nil, err
+	}
+	return func() error {
+		_, err := s.wdb.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, was))
+		return err
+	}, nil
+}
+
+// ReadyTTL and ReadyProbeTimeout are readyTTL and readyProbeTimeout, for
+// tests.
+const (
+	ReadyTTL          = readyTTL
+	ReadyProbeTimeout = readyProbeTimeout
+)
+
+// ReadyProbes is how many readiness probes s ran.
+func ReadyProbes(s *Store) int64 { return s.ready.probes.Load() }

@@ -115,10 +115,17 @@ func (s *Store) flush(n *notes) {
 	n.reset()
 }
 
-// failed counts a database failure of class op. A caller that went away
-// (context canceled) is not the database failing.
+// failed counts a database failure of class op, and a failed write makes
+// the store not ready (ready.go). A caller that went away (context
+// canceled) is not the database failing.
 func (s *Store) failed(op string, err error) {
-	if s.obs != nil && !errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	if op == OpWrite {
+		s.writeFailed(err)
+	}
+	if s.obs != nil {
 		s.obs.StoreError(op)
 	}
 }

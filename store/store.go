@@ -70,6 +70,8 @@ type Store struct {
 	// settling lets one Settle of this process run at a time (settle.go):
 	// a one-slot semaphore, so a caller can stop waiting when its ctx ends.
 	settling chan struct{}
+	// ready is the readiness answer and probe (ready.go).
+	ready readiness
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -175,24 +177,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Ready checks that the database answers and carries every migration of this
-// binary.
-func (s *Store) Ready(ctx context.Context) error {
-	if err := s.Ping(ctx); err != nil {
-		return err
-	}
-	pending, err := migrations.Pending(ctx, s.dialect, s.rdb.DB)
-	if err != nil {
-		return fmt.Errorf("%w: %w", checkpointd.ErrStoreUnavailable, err)
-	}
-	if pending {
-		return fmt.Errorf("%w: migrations pending", checkpointd.ErrStoreUnavailable)
-	}
-	return nil
-}
-
 // Close closes the database connections, after the queued writes are done.
 func (s *Store) Close() error {
+	s.closeReadiness()
 	if s.group != nil {
 		s.group.close()
 	}

@@ -14,8 +14,12 @@ import (
 const insertToken = `INSERT INTO api_tokens (id, name, role, scopes, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`
 
 // CreateToken stores a new token by the hash of its secret and returns its
-// metadata. Errors: ErrStoreUnavailable.
+// metadata. Errors: ErrInvalidRequest (a name ValidateTokenName refuses),
+// ErrStoreUnavailable.
 func (s *Store) CreateToken(ctx context.Context, name string, role checkpointd.TokenRole, scope []string, secretHash string) (*checkpointd.Token, error) {
+	if err := checkpointd.ValidateTokenName(name); err != nil {
+		return nil, err
+	}
 	t := &checkpointd.Token{ID: checkpointd.NewID(checkpointd.PrefixToken), Name: name, Role: role, Scope: scope, CreatedAt: s.now()}
 	if t.Scope == nil {
 		t.Scope = []string{}

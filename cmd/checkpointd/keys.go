@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -28,12 +29,12 @@ type keySource struct {
 // start of a new database, and checks every key's fingerprint against the
 // ones the database recorded. Every failure refuses the start: without the
 // right keys, digests cannot be compared and sealed data cannot be read.
-func loadKeys(ctx context.Context, s *store.Store, src keySource) (*checkpointd.Keyring, error) {
+func loadKeys(ctx context.Context, s *store.Store, src keySource, log *slog.Logger) (*checkpointd.Keyring, error) {
 	recorded, err := s.Settings(ctx, store.SettingKeyFingerprintPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("read key fingerprints: %w", err)
 	}
-	kr, err := readKeys(src, recorded)
+	kr, err := readKeys(src, recorded, log)
 	if err != nil {
 		return nil, err
 	}
@@ -62,8 +63,9 @@ func loadKeys(ctx context.Context, s *store.Store, src keySource) (*checkpointd.
 
 // readKeys reads the keyring from CHECKPOINTD_KEY or the key file. A missing
 // default key file is created only for a database that has never seen a
-// key; a missing configured file is an error.
-func readKeys(src keySource, recorded map[string]string) (*checkpointd.Keyring, error) {
+// key; a missing configured file is an error. A key file other users may
+// read or write is used, with a warning (docs/keys.md says why).
+func readKeys(src keySource, recorded map[string]string, log *slog.Logger) (*checkpointd.Keyring, error) {
 	if src.env != "" {
 		kr, err := checkpointd.ParseKeyring(src.env)
 		if err != nil {
@@ -71,7 +73,12 @@ func readKeys(src keySource, recorded map[string]string) (*checkpointd.Keyring, 
 		}
 		return kr, nil
 	}
-	b, err := os.ReadFile(src.file)
+	b, mode, err := openKeyFile(src.file)
+	if err == nil && mode&0o077 != 0 {
+		log.Warn("the key file is open to other users: anyone who reads it can forge digests and open sealed data",
+			slog.String("file", src.file), slog.String("mode", fmt.Sprintf("%04o", mode)),
+			slog.String("fix", "chmod 600 "+src.file))
+	}
 	switch {
 	case err == nil:
 		kr, err := checkpointd.ParseKeyring(string(b))
@@ -100,6 +107,22 @@ func readKeys(src keySource, recorded map[string]string) (*checkpointd.Keyring, 
 		return nil, err
 	}
 	return kr, nil
+}
+
+// openKeyFile returns the content of the key file and its permission bits,
+// both of the file it opened (a symlink's target).
+func openKeyFile(path string) ([]byte, fs.FileMode, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := io.ReadAll(f)
+	return b, st.Mode().Perm(), err
 }
 
 // writeKeyFile writes the keyring readable only by its owner, atomically:

@@ -128,7 +128,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err != nil {
 		return fmt.Errorf("cannot migrate the store: %w", err)
 	}
-	keys, err := loadKeys(ctx, s, keySourceFrom(c, getenv))
+	keys, err := loadKeys(ctx, s, keySourceFrom(c, getenv), log)
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}

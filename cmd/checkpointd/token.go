@@ -28,6 +28,16 @@ func openMigratedStore(ctx context.Context, c *cli.Command) (*store.Store, error
 	return s, nil
 }
 
+// problemMessage is what a validation error says about its first problem,
+// without the API's framing.
+func problemMessage(err error) string {
+	var ve *checkpointd.ValidationError
+	if errors.As(err, &ve) && len(ve.Problems) > 0 {
+		return ve.Problems[0].Message
+	}
+	return err.Error()
+}
+
 // tokenCommand administers API tokens directly in the database, so it works
 // for bootstrap and while a daemon serves the same database.
 func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
@@ -50,8 +60,8 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 						return fmt.Errorf("--role must be agent, reader or operator, not %q", role)
 					}
 					name := strings.TrimSpace(c.String("name"))
-					if name == "" || len(name) > checkpointd.MaxNameLength {
-						return fmt.Errorf("--name must be 1-%d characters", checkpointd.MaxNameLength)
+					if err := checkpointd.ValidateTokenName(name); err != nil {
+						return fmt.Errorf("--name %s", problemMessage(err))
 					}
 					scope := c.StringSlice("scope")
 					for _, sc := range scope {
@@ -98,7 +108,7 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 						if scope == "" {
 							scope = "*"
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, scope, t.CreatedAt.Format("2006-01-02T15:04:05Z"), revoked)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, checkpointd.DisplayTokenName(t.Name), t.Role, scope, t.CreatedAt.Format("2006-01-02T15:04:05Z"), revoked)
 					}
 					return tw.Flush()
 				},

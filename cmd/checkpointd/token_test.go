@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -134,6 +135,20 @@ func TestTokenCreateRejectsBadInput(t *testing.T) {
 		{"no name", []string{"--role", "agent"}, "name"},
 		{"blank name", []string{"--role", "agent", "--name", "  "}, "--name"},
 		{"long name", []string{"--role", "agent", "--name", strings.Repeat("n", 1000)}, "--name"},
+		{"129-byte name", []string{"--role", "agent", "--name", strings.Repeat("é", 64) + "n"}, "--name"},
+		// Control and format characters would make `token list` lie: a
+		// newline starts a forged row, a tab shifts the columns, a bidi
+		// override reverses what follows.
+		{"newline in name", []string{"--role", "agent", "--name", "ci\ntok_forged  x  operator  *"}, "--name"},
+		{"carriage return in name", []string{"--role", "agent", "--name", "ci\rx"}, "--name"},
+		{"tab in name", []string{"--role", "agent", "--name", "ci\tbot"}, "--name"},
+		{"NUL in name", []string{"--role", "agent", "--name", "ci\x00bot"}, "--name"},
+		{"escape in name", []string{"--role", "agent", "--name", "ci\x1b[2Jbot"}, "--name"},
+		{"DEL in name", []string{"--role", "agent", "--name", "ci\x7fbot"}, "--name"},
+		{"C1 control in name", []string{"--role", "agent", "--name", "ci\u0085bot"}, "--name"},
+		{"bidi override in name", []string{"--role", "agent", "--name", "ci\u202ebot"}, "--name"},
+		{"zero-width space in name", []string{"--role", "agent", "--name", "ci\u200bbot"}, "--name"},
+		{"invalid UTF-8 in name", []string{"--role", "agent", "--name", "ci\xffbot"}, "--name"},
 		{"scope without repo", []string{"--role", "agent", "--name", "x", "--scope", "acme"}, "--scope"},
 		{"scope star", []string{"--role", "agent", "--name", "x", "--scope", "*"}, "--scope"},
 		{"scope star owner", []string{"--role", "agent", "--name", "x", "--scope", "*/widgets"}, "--scope"},
@@ -239,5 +254,49 @@ func TestUnknownCommand(t *testing.T) {
 	t.Parallel()
 	if _, _, err := runCLI(t, nil, "serv"); err == nil {
 		t.Error("an unknown command succeeded")
+	}
+}
+
+// TestTokenListOneLinePerToken proves every token takes exactly one line
+// of `token list`: a name with spaces and non-ASCII letters is shown as
+// given, and a name with control characters stored before create refused
+// them is shown quoted, never as a forged row.
+func TestTokenListOneLinePerToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	name := "CI bot — ünïcode"
+	if _, errOut, err := runCLI(t, nil, "token", "create", "--data-dir", dir, "--role", "reader", "--name", "  "+name+" "); err != nil {
+		t.Fatalf("token create %q: %v\n%s", name, err, errOut)
+	}
+	out, _, err := runCLI(t, nil, "token", "create", "--data-dir", dir, "--role", "agent", "--name", "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := lastLine(t, out)
+	legacy := strings.Fields(before[0])[3]
+	// A name stored by an older version, which let a newline through.
+	db, err := sql.Open("sqlite", filepath.Join(dir, "checkpointd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	forged := "ci\ntok_forged  x  operator  *  2026-01-01T00:00:00Z  -"
+	if _, err := db.ExecContext(t.Context(), `UPDATE api_tokens SET name = ? WHERE id = ?`, forged, legacy); err != nil {
+		t.Fatal(err)
+	}
+
+	out, _, err = runCLI(t, nil, "token", "list", "--data-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 { // the header and the two tokens
+		t.Fatalf("token list printed %d lines for 2 tokens:\n%s", len(lines), out)
+	}
+	if !strings.Contains(out, "  "+name+"  ") {
+		t.Errorf("the name %q is not listed as given:\n%s", name, out)
+	}
+	if strings.Contains(out, "tok_forged") && !strings.Contains(out, strconv.Quote(forged)) {
+		t.Errorf("the stored name is not shown quoted:\n%s", out)
 	}
 }

@@ -8,9 +8,13 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	_ "github.com/lib/pq"
@@ -137,4 +141,97 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// FailWrites makes every write to the database at url fail until the
+// returned restore is called (or t ends), while reads keep working: the
+// shape of a full disk. It works from outside the store under test, on
+// its own connection: on PostgreSQL a statement trigger on every table of
+// the test's schema raises SQLSTATE 53100 disk_full (what a full disk
+// raises); on SQLite row triggers abort every insert, update and delete
+// with "database or disk is full". Nothing outside the test's own schema
+// or file is touched.
+func FailWrites(t testing.TB, b Backend, url string) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	var db *sql.DB
+	var err error
+	var tables []string
+	var create, drop []string
+	if b == SQLite {
+		db, err = sql.Open("sqlite", "file:"+url+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = selectStrings(ctx, db, &tables, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+		for _, tbl := range tables {
+			for _, op := range []string{"INSERT", "UPDATE", "DELETE"} {
+				trg := fmt.Sprintf(`"fail_writes_%s_%s"`, tbl, op)
+				create = append(create, fmt.Sprintf(`CREATE TRIGGER %s BEFORE %s ON "%s" BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`, trg, op, tbl))
+				drop = append(drop, "DROP TRIGGER "+trg)
+			}
+		}
+	} else {
+		db, err = sql.Open("postgres", url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var schema string
+		if err = db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err == nil && !strings.HasPrefix(schema, "t_") {
+			err = fmt.Errorf("FailWrites: %q is not a test schema", schema)
+		}
+		if err == nil {
+			err = selectStrings(ctx, db, &tables, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`)
+		}
+		create = append(create, `CREATE FUNCTION fail_writes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$`)
+		for _, tbl := range tables {
+			create = append(create, fmt.Sprintf(`CREATE TRIGGER fail_writes BEFORE INSERT OR UPDATE OR DELETE ON "%s" FOR EACH STATEMENT EXECUTE FUNCTION fail_writes()`, tbl))
+			drop = append(drop, fmt.Sprintf(`DROP TRIGGER fail_writes ON "%s"`, tbl))
+		}
+		drop = append(drop, `DROP FUNCTION fail_writes()`)
+	}
+	if err == nil && len(tables) == 0 {
+		err = errors.New("FailWrites: no tables (is the database migrated?)")
+	}
+	for _, q := range create {
+		if err != nil {
+			break
+		}
+		_, err = db.ExecContext(ctx, q)
+	}
+	if err != nil {
+		db.Close()
+		t.Fatalf("fail writes: %v", err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			defer db.Close()
+			for _, q := range drop {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Errorf("restore writes: %v", err)
+					return
+				}
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+func selectStrings(ctx context.Context, db *sql.DB, out *[]string, q string) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return err
+		}
+		*out = append(*out, s)
+	}
+	return rows.Err()
 }
