@@ -143,3 +143,32 @@ func TestWorktreeNoRoots(t *testing.T) {
 		t.Errorf("with its root: checked %d, reported %+v; want it reported (the test proves nothing otherwise)", rep.WorktreesChecked, rep.Worktrees)
 	}
 }
+
+// TestWorktreeBranchRedacted: the local branch comes from a file the
+// agent wrote and goes into a stored report: one named like a secret is
+// redacted there.
+func TestWorktreeBranchRedacted(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	const secret = "ghp_R8kT2mQ9vX4bN7cW1zL5pH3jF6gD0sA8eY2u"
+	e := newEnv(t, storetest.SQLite)
+	root := t.TempDir()
+	e.r.WorktreeRoots = []string{root}
+	dir := filepath.Join(root, "w1")
+	gitIn(t, root, "init", "-q", "-b", secret, dir)
+	gitIn(t, dir, "commit", "-q", "--allow-empty", "-m", "one")
+	sess, err := e.s.CreateSession(t.Context(), store.NewSession{Repo: "acme/widgets", Role: "author", Branch: "feature/wt", Worktree: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.checkpoint(sess, gitIn(t, dir, "rev-parse", "HEAD"))
+	rep := e.pass()
+	if len(rep.Worktrees) != 1 || strings.Contains(rep.Worktrees[0].Branch, secret) || !strings.Contains(rep.Worktrees[0].Branch, "[REDACTED:") {
+		t.Fatalf("worktree on a secret-shaped branch reported as %+v", rep.Worktrees)
+	}
+	stored, err := e.s.LastReconcileReport(t.Context())
+	if err != nil || strings.Contains(string(stored), secret) {
+		t.Errorf("the stored report holds the secret (%v)", err)
+	}
+}
