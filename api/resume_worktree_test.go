@@ -28,21 +28,32 @@ func git(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestResumeReportsWorktreeDrift: a dirty worktree found by reconcile is in
-// the resume answer, reported, not fixed.
+// TestResumeReportsWorktreeDrift: a worktree under a worktree root that
+// holds a commit the checkpoint does not is in the resume answer,
+// reported, not fixed — and neither reconcile nor resume ran the program
+// its repository names as a filter for the touched file.
 func TestResumeReportsWorktreeDrift(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "fix-12")
+	root, markers := t.TempDir(), t.TempDir()
+	dir := filepath.Join(root, "w1")
+	git(t, root, "init", "-q", "-b", "fix-12", dir)
 	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	git(t, dir, "add", "a.txt")
 	git(t, dir, "commit", "-q", "-m", "a")
 	head := git(t, dir, "rev-parse", "HEAD")
-	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("changed\n"), 0o644); err != nil {
+	git(t, dir, "commit", "-q", "--allow-empty", "-m", "local, not pushed")
+	local := git(t, dir, "rev-parse", "HEAD")
+	marker := filepath.Join(markers, "ran")
+	git(t, dir, "config", "filter.evil.clean", `sh -c "touch '`+marker+`'; cat"`)
+	if err := os.WriteFile(filepath.Join(dir, ".gitattributes"), []byte("* filter=evil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, "a.txt"), later, later); err != nil {
 		t.Fatal(err)
 	}
 
@@ -52,7 +63,7 @@ func TestResumeReportsWorktreeDrift(t *testing.T) {
 	forge.SetBranch("acme/widgets", "fix-12", head)
 	h.handler = api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		Reconciler: &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(forge.URL, ""), ForgeURL: forge.URL,
-			Concurrency: 2, CallTimeout: 5 * time.Second, Attempts: 1, Worktrees: true}})
+			Concurrency: 2, CallTimeout: 5 * time.Second, Attempts: 1, WorktreeRoots: []string{root}}})
 	id, run, tok := h.newSession()
 	h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok, func(d map[string]any) {
 		d["workspace"] = map[string]any{"worktree": dir, "branch": "fix-12", "head": head}
@@ -64,10 +75,16 @@ func TestResumeReportsWorktreeDrift(t *testing.T) {
 		t.Fatalf("resume after reconcile: %s", res.raw)
 	}
 	findings, _ := res.get("worktree", "findings").([]any)
-	if res.str("worktree", "path") != dir || !slices.Contains(findings, any("dirty")) {
+	if res.str("worktree", "path") != dir || res.str("worktree", "head") != local || !slices.Contains(findings, any("head_differs")) {
 		t.Fatalf("worktree in the resume answer: %s", res.raw)
 	}
-	if got, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(got) != "changed\n" {
+	if res.get("worktree", "dirty") != nil {
+		t.Errorf("the answer carries dirty, which is no longer looked for: %s", res.raw)
+	}
+	if got := git(t, dir, "rev-parse", "HEAD"); got != local {
 		t.Fatal("reconcile touched the worktree")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("reconcile or resume ran the filter the worktree's repository names")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/reconcile/gitdir"
 	"github.com/checkpointd/checkpointd/store"
 )
 
@@ -197,11 +198,11 @@ func (p *pass) renames(ctx context.Context, repos []string, answers []answer) er
 	return nil
 }
 
-// worktrees compares the worktrees found on this host with their
-// checkpoints and the live heads of this pass, and reports the ones that
-// drifted or could not be read.
+// worktrees compares the worktrees found under the worktree roots with
+// their checkpoints and the live heads of this pass, and reports the ones
+// that drifted or could not be read. Without roots nothing is looked at.
 func (p *pass) worktrees(ctx context.Context, wts []store.ActiveWorktree, answers []answer) {
-	if !p.r.Worktrees {
+	if len(p.r.WorktreeRoots) == 0 || len(wts) == 0 {
 		return
 	}
 	live := map[string]string{}
@@ -210,11 +211,13 @@ func (p *pass) worktrees(ctx context.Context, wts []store.ActiveWorktree, answer
 			live[strings.ToLower(a.ref.Repo)+"\x00"+a.ref.Branch] = a.ans.Head
 		}
 	}
+	roots := gitdir.Open(p.r.WorktreeRoots)
+	defer roots.Close()
 	for _, w := range wts {
 		if ctx.Err() != nil {
 			return
 		}
-		got, ok := inspectWorktree(ctx, w, live[strings.ToLower(w.Repo)+"\x00"+w.Branch], orDefault(p.r.GitTimeout, 5*time.Second))
+		got, ok := inspectWorktree(roots, w, live[strings.ToLower(w.Repo)+"\x00"+w.Branch])
 		if ok {
 			p.rep.WorktreesChecked++
 		}

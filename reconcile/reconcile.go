@@ -1,9 +1,9 @@
 // Package reconcile checks every active session against the live forge (and
-// the local git worktree when it is on this host) and sets validity with
-// the evidence, exactly as webhooks do: it turns forge answers into
-// authoritative observations for the store, where the one shared rule
-// (checkpointd.JudgeValidity) decides. A forge that cannot answer never
-// makes a session valid.
+// the local git worktree when it is under a directory the operator
+// allowed) and sets validity with the evidence, exactly as webhooks do: it
+// turns forge answers into authoritative observations for the store, where
+// the one shared rule (checkpointd.JudgeValidity) decides. A forge that
+// cannot answer never makes a session valid.
 package reconcile
 
 import (
@@ -58,11 +58,12 @@ type Reconciler struct {
 	Backoff     func(n int, retryAfter time.Duration) time.Duration
 	Interval    time.Duration // between passes of Run (default 5m)
 	PassTimeout time.Duration // bounds one pass (default 5m)
-	// Worktrees enables the comparison of worktrees found on this host.
-	Worktrees  bool
-	GitTimeout time.Duration // per git command (default 5s)
-	Clock      checkpointd.Clock
-	Log        *slog.Logger
+	// WorktreeRoots are the absolute directories under which a session's
+	// recorded worktree is read (its HEAD, from the repository's files;
+	// no program is run). None: no worktree is ever looked at.
+	WorktreeRoots []string
+	Clock         checkpointd.Clock
+	Log           *slog.Logger
 	// Metrics counts passes, their duration and forge calls; nil counts
 	// nothing.
 	Metrics *metrics.Metrics

@@ -1,31 +1,37 @@
 package reconcile
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
+	"github.com/checkpointd/checkpointd/reconcile/gitdir"
+	"github.com/checkpointd/checkpointd/redact"
 	"github.com/checkpointd/checkpointd/store"
 )
 
 // Worktree is what a session's recorded worktree holds on this host,
 // compared with its latest checkpoint and the live head. Drift is reported,
 // never "fixed": the agent or the operator decides what to do with it.
+//
+// The worktree is read from the repository's files (HEAD and the refs),
+// never by running git: a worktree is agent input, and its config can name
+// programs git would run. So uncommitted changes are not looked for —
+// that means comparing the index with every file of the work tree, which
+// git does through the repository's filters.
 type Worktree struct {
 	SessionID string `json:"session_id"`
 	Repo      string `json:"repo"`
 	Path      string `json:"path"`
 	Head      string `json:"head,omitempty"`   // local HEAD
 	Branch    string `json:"branch,omitempty"` // local branch; empty when detached
-	Dirty     bool   `json:"dirty"`
+	// Dirty is never set any more (uncommitted changes are not looked
+	// for, see above); it stays so that reports stored by earlier
+	// versions read back as they were.
+	Dirty bool `json:"dirty,omitempty"`
 	// Findings name each difference: head_differs (local HEAD is not the
-	// checkpoint's head), not_at_live_head (nor the forge's), branch_differs,
-	// detached, dirty (uncommitted changes).
+	// checkpoint's head), not_at_live_head (nor the forge's),
+	// branch_differs, detached.
 	Findings []string `json:"findings"`
 	Error    string   `json:"error,omitempty"`
 }
@@ -36,50 +42,34 @@ const (
 	FindingNotAtLiveHead = "not_at_live_head"
 	FindingBranchDiffers = "branch_differs"
 	FindingDetached      = "detached"
-	FindingDirty         = "dirty"
+	// FindingDirty is only in reports stored by earlier versions, which
+	// ran git status.
+	FindingDirty = "dirty"
 )
 
-// inspectWorktree looks at a session's worktree when its path is an
-// absolute directory on this host inside a git work tree; ok is false
-// otherwise (the worktree lives on another machine). liveHead is the
-// forge's head of the session's branch in this pass, "" when unknown.
-func inspectWorktree(ctx context.Context, w store.ActiveWorktree, liveHead string, timeout time.Duration) (out Worktree, ok bool) {
-	path := filepath.Clean(w.Path)
-	if fi, err := os.Stat(path); !filepath.IsAbs(w.Path) || err != nil || !fi.IsDir() {
+// inspectWorktree reads a session's worktree when its path is a git work
+// tree under one of roots; ok is false otherwise (outside the roots
+// nothing is looked at; inside, a missing directory is a worktree on
+// another machine). liveHead is the forge's head of the session's branch
+// in this pass, "" when unknown.
+func inspectWorktree(roots *gitdir.Roots, w store.ActiveWorktree, liveHead string) (out Worktree, ok bool) {
+	head, err := roots.ReadHead(w.Path)
+	if errors.Is(err, gitdir.ErrOutsideRoots) || errors.Is(err, gitdir.ErrNotWorktree) {
 		return out, false
 	}
-	out = Worktree{SessionID: w.SessionID, Repo: w.Repo, Path: path, Findings: []string{}}
-	inside, err := git(ctx, timeout, path, "rev-parse", "--is-inside-work-tree")
-	if err == nil && inside != "true" {
-		return out, false // a bare repository or a .git directory
-	}
+	out = Worktree{SessionID: w.SessionID, Repo: w.Repo, Path: filepath.Clean(w.Path), Findings: []string{}}
+	// The branch and the error come from files an agent wrote (a ref
+	// name, or one quoted in an error) and go into a stored report.
+	out.Branch = redacted(head.Branch())
 	if err != nil {
-		// A directory with .git that git will not read (another owner's
-		// repository, a broken one) is worth reporting; any other
-		// directory is simply not a worktree.
-		if _, serr := os.Lstat(filepath.Join(path, ".git")); serr != nil {
-			return out, false
-		}
-		out.Error = err.Error()
+		out.Error = redacted(err.Error())
 		return out, true
 	}
-	head, err := git(ctx, timeout, path, "rev-parse", "--verify", "HEAD")
-	if err != nil {
-		out.Error = err.Error()
-		return out, true
-	}
-	out.Head = head
-	// symbolic-ref -q exits 1 without output on a detached HEAD.
-	out.Branch, _ = git(ctx, timeout, path, "symbolic-ref", "--short", "-q", "HEAD")
-	status, err := git(ctx, timeout, path, "status", "--porcelain")
-	if err != nil {
-		out.Error = err.Error()
-	}
-	out.Dirty = status != ""
-	if w.Head != "" && !strings.EqualFold(head, w.Head) {
+	out.Head = head.Commit
+	if w.Head != "" && !strings.EqualFold(out.Head, w.Head) {
 		out.Findings = append(out.Findings, FindingHeadDiffers)
 	}
-	if liveHead != "" && !strings.EqualFold(head, liveHead) {
+	if liveHead != "" && !strings.EqualFold(out.Head, liveHead) {
 		out.Findings = append(out.Findings, FindingNotAtLiveHead)
 	}
 	switch {
@@ -88,48 +78,15 @@ func inspectWorktree(ctx context.Context, w store.ActiveWorktree, liveHead strin
 	case w.Branch != "" && out.Branch != w.Branch:
 		out.Findings = append(out.Findings, FindingBranchDiffers)
 	}
-	if out.Dirty {
-		out.Findings = append(out.Findings, FindingDirty)
-	}
 	return out, true
 }
 
-// git runs one read-only git command in dir and returns its trimmed
-// output. The worktree belongs to an agent, so git must neither take locks
-// the agent may need (--no-optional-locks) nor run programs the
-// repository's config names (fsmonitor, hooks); git itself refuses
-// repositories owned by another user (safe.directory).
-func git(ctx context.Context, timeout time.Duration, dir string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	argv := append([]string{"-C", dir, "--no-optional-locks", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"}, args...)
-	cmd := exec.CommandContext(ctx, "git", argv...)
-	cmd.Env = gitEnv()
-	cmd.WaitDelay = time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if ctx.Err() != nil {
-		return "", errors.New("git " + args[0] + " did not finish within " + timeout.String())
-	}
+// redacted is s with any secret in it replaced; a string the redactor
+// cannot read is dropped whole.
+func redacted(s string) string {
+	out, _, err := redact.String(s)
 	if err != nil {
-		msg, _, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n")
-		if msg == "" {
-			msg = err.Error()
-		}
-		return "", errors.New("git " + args[0] + ": " + msg)
+		return "[unreadable]"
 	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// gitEnv is the daemon's environment without GIT_* variables, which would
-// point git at another repository, index or work tree.
-func gitEnv() []string {
-	env := []string{"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "LC_ALL=") {
-			env = append(env, kv)
-		}
-	}
-	return env
+	return out
 }

@@ -32,14 +32,50 @@ func reconcileServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
 			Usage: "Gitea/Forgejo access token that can read the sessions' repositories (scope read:repository); empty for public repositories only"},
 		&cli.DurationFlag{Name: "reconcile-interval", Value: 5 * time.Minute, Sources: from("CHECKPOINTD_RECONCILE_INTERVAL"),
 			Usage: "time between reconcile passes; the first runs at start, in the background"},
+		&cli.StringSliceFlag{Name: "worktree-root", Sources: from("CHECKPOINTD_WORKTREE_ROOT"),
+			Usage: "absolute directory under which sessions' recorded worktrees are compared (their HEAD, read from the repository's files; no program is run); repeatable, or comma-separated. None: worktrees are never looked at"},
 	}
+}
+
+// worktreeRootsFrom reads --worktree-root: absolute directories that
+// exist. The operator names them, so they are checked here, once; what
+// agents record under them is read only through gitdir.
+func worktreeRootsFrom(c *cli.Command) ([]string, error) {
+	var roots []string
+	for _, d := range c.StringSlice("worktree-root") {
+		if d = strings.TrimSpace(d); d == "" {
+			continue
+		}
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("--worktree-root %q: want an absolute directory", d)
+		}
+		fi, err := os.Stat(d)
+		if err != nil {
+			return nil, fmt.Errorf("--worktree-root %q: %w", d, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("--worktree-root %q: not a directory", d)
+		}
+		roots = append(roots, filepath.Clean(d))
+	}
+	return roots, nil
 }
 
 // reconcilerFrom builds serve's reconciler from its flags.
 func reconcilerFrom(c *cli.Command, s *store.Store, log *slog.Logger) (*reconcile.Reconciler, error) {
-	r := &reconcile.Reconciler{Store: s, Interval: c.Duration("reconcile-interval"), Worktrees: true, Log: log}
+	r := &reconcile.Reconciler{Store: s, Interval: c.Duration("reconcile-interval"), Log: log}
 	if r.Interval <= 0 {
 		return nil, fmt.Errorf("--reconcile-interval must be positive, not %v", r.Interval)
+	}
+	roots, err := worktreeRootsFrom(c)
+	if err != nil {
+		return nil, err
+	}
+	r.WorktreeRoots = roots
+	if len(roots) == 0 {
+		log.Info("reconcile: no --worktree-root set; recorded worktrees are not compared")
+	} else {
+		log.Info("reconcile: comparing recorded worktrees under these roots", slog.Any("worktree_roots", roots))
 	}
 	raw := strings.TrimSpace(c.String("gitea-url"))
 	if raw == "" {

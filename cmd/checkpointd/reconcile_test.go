@@ -3,6 +3,10 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,17 +117,84 @@ func TestReconcileWithoutForge(t *testing.T) {
 }
 
 // TestServeRefusesBadForgeConfig: a forge URL that is not http(s), or that
-// carries credentials, and a non-positive interval stop serve at start.
+// carries credentials, a non-positive interval and a worktree root that is
+// not an absolute directory stop serve at start.
 func TestServeRefusesBadForgeConfig(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ args []string }{
 		{[]string{"--gitea-url", "ftp://gitea.example.com"}},
 		{[]string{"--gitea-url", "https://user:tok@gitea.example.com"}},
 		{[]string{"--reconcile-interval", "0s"}},
+		{[]string{"--worktree-root", "relative/dir"}},
+		{[]string{"--worktree-root", "/nonexistent/checkpointd-worktrees"}},
+		{[]string{"--worktree-root", "/etc/hostname"}}, // a file
 	} {
 		err := serveRefused(t, nil, append(storeArgs(t.TempDir(), ""), c.args...)...)
 		if !strings.Contains(err.Error(), c.args[0]) {
 			t.Errorf("serve %v: %v, want it to name %s", c.args, err, c.args[0])
 		}
+	}
+}
+
+// TestServeWorktreeRoots: --worktree-root (repeated, or comma-separated in
+// CHECKPOINTD_WORKTREE_ROOT) reaches reconcile, which then compares a
+// worktree recorded under a root; without one, the same worktree is not
+// looked at.
+func TestServeWorktreeRoots(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root, other := t.TempDir(), t.TempDir()
+	wt := filepath.Join(root, "w1")
+	for _, args := range [][]string{{"init", "-q", "-b", "fix-12", wt}, {"-C", wt, "commit", "-q", "--allow-empty", "-m", "local"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		env     environ
+		args    []string
+		checked int
+	}{
+		{"no root", nil, nil, 0},
+		{"flags", nil, []string{"--worktree-root", other, "--worktree-root", root}, 1},
+		{"environment", environ{"CHECKPOINTD_WORKTREE_ROOT": other + "," + root}, nil, 1},
+		{"another root only", environ{"CHECKPOINTD_WORKTREE_ROOT": other}, nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d := startServe(t, c.env, append(storeArgs(dir, ""), c.args...)...)
+			operator := readSecret(t, tokenPath(dir))
+			s := newSession(t, d.URL, operator)
+			doc := checkpointDoc(s, "worktree")
+			doc["workspace"].(map[string]any)["worktree"] = wt
+			call(t, "POST", d.URL+"/v1/sessions/"+s.id+"/checkpoints", operator, doc).expect(t, http.StatusCreated)
+			out, _, err := runCLI(t, environ{"CHECKPOINTD_TOKEN": operator}, "reconcile", "--url", d.URL, "--json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r struct {
+				Report struct {
+					WorktreesChecked int `json:"worktrees_checked"`
+					Worktrees        []struct {
+						Path     string
+						Findings []string
+					}
+				}
+			}
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Report.WorktreesChecked != c.checked || len(r.Report.Worktrees) != c.checked {
+				t.Fatalf("worktrees checked %d, reported %+v; want %d (the local commit is not the checkpoint's head)", r.Report.WorktreesChecked, r.Report.Worktrees, c.checked)
+			}
+			if c.checked == 1 && (r.Report.Worktrees[0].Path != wt || !slices.Contains(r.Report.Worktrees[0].Findings, "head_differs")) {
+				t.Errorf("worktree report %+v", r.Report.Worktrees)
+			}
+		})
 	}
 }
