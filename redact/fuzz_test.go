@@ -26,6 +26,7 @@ func FuzzRedactString(f *testing.F) {
 		"", "[REDACTED:", "[REDACTED:x]", "https://:@", "password:", `"token": "`, `\"password\": \"x`,
 		"-----BEGIN RSA PRIVATE KEY-----", "Authorization: token", "bearer ", "sk-", "xoxb-", "ghp_", "eyJ.eyJ.",
 		"a=b=c", "::=", "--token --password x", "password: {[\"a\"", "\xff", "token=\xc3",
+		"npm_", "hf_", "AIza",
 		// Regressions: inputs that once redacted differently on a second pass.
 		"-u pAssw0=0",
 		"https://[REDACTED:gitea_token]@git.example.com",

@@ -311,6 +311,7 @@ func TestRedactHostileInputIsLinear(t *testing.T) {
 		`"password": "`, `\"token\": \"`, "password: [REDACTED:x] ", "https://", "://a:", "-----BEGIN PRIVATE KEY-----",
 		"bearer ", "password=$X", "--token ", "sk-", "eyJ", "a", ":", "=", "-", "_", "[REDACTED:",
 		"password=a[REDACTED:",
+		"npm_", "hf_", "AIza", "hf_Aa", "npm_1",
 	} {
 		s := strings.Repeat(p, size/len(p))
 		start := time.Now()
@@ -336,6 +337,7 @@ func TestRedactIdempotentCombinations(t *testing.T) {
 		"<", ">", "|", "#", "1.", "[REDACTED:x]", "[REDACTED:", testHex40, testGHP, "eyJhbGciOiJIUzI1NiJ9",
 		"eyJzdWIiOiJhZ2VudC03In0", "AKIAIOSFODNN7EXAMPLE", "sk-", "Ab3dE5gH7jK9mN1pQ3sT5vW7", "xoxb-", "12345",
 		"-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "cpd_", "ses_0190f5a2c7d47b8e9a1b2c3d4e5f6071",
+		"npm_", "hf_", "AIza", "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE5fG7hJ9k",
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	iterations := 200000

@@ -86,11 +86,11 @@ func (sc *scanner) run() {
 		case '-':
 			next = sc.dash(i)
 		case '_':
-			next = sc.prefixed(i, 3, 6) // gh?_ , github_pat_ (and cpd_)
+			next = sc.prefixed(i, 2, 3, 6) // hf_, gh?_ npm_ cpd_, github_pat_
 		case 'J':
-			next = sc.prefixed(i, 2, 2) // eyJ
+			next = sc.prefixed(i, 2) // eyJ
 		case 'A':
-			next = sc.prefixed(i, 0, 0) // AKIA, ASIA
+			next = sc.prefixed(i, 0) // AKIA, ASIA, AIza
 		case 'B', 'b':
 			next = sc.bearer(i)
 		}
@@ -98,14 +98,11 @@ func (sc *scanner) run() {
 	}
 }
 
-// prefixed tries a prefixed token starting back1 or back2 bytes before the
-// trigger at i.
-func (sc *scanner) prefixed(i, back1, back2 int) int {
-	for k, back := range [2]int{back1, back2} {
+// prefixed tries a prefixed token starting each of backs bytes before the
+// trigger at i, in order.
+func (sc *scanner) prefixed(i int, backs ...int) int {
+	for _, back := range backs {
 		st := i - back
-		if k == 1 && back2 == back1 {
-			break
-		}
 		if st < 0 || st < sc.last || !sc.boundaryBefore(st) {
 			continue
 		}
@@ -130,10 +127,7 @@ func (sc *scanner) dash(i int) int {
 		}
 	}
 	// sk-, xoxb- xapp- gldt- glrt-, glpat- glptt-
-	if e := sc.prefixed(i, 2, 4); e > i+1 {
-		return e
-	}
-	return sc.prefixed(i, 5, 5)
+	return sc.prefixed(i, 2, 4, 5)
 }
 
 // pem redacts a whole private key block; a block without its END line runs
