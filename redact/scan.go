@@ -93,6 +93,8 @@ func (sc *scanner) run() {
 			next = sc.prefixed(i, 0) // AKIA, ASIA, AIza
 		case 'B', 'b':
 			next = sc.bearer(i)
+		case '%':
+			next = sc.percent(i)
 		}
 		i = max(next, i+1)
 	}
@@ -178,19 +180,7 @@ func (sc *scanner) url(i int) int {
 	if at < 0 {
 		return a
 	}
-	at += a
-	ui := s[a:at]
-	if c := colonOutsideMarkers(ui); c >= 0 {
-		sc.emitUser(a, a+c) // https://ghp_…:x-oauth-basic@github.com
-		if sc.emitValue(a+c+1, at, kindURLUserinfo, true) {
-			return at + 1
-		}
-		return a
-	}
-	if sc.emitUser(a, at) {
-		return at + 1
-	}
-	return a
+	return sc.userinfo(a, a+at, 1, false)
 }
 
 // emitUser redacts a user name that is itself a token: the scan jumps past
@@ -349,7 +339,7 @@ func (sc *scanner) equals(i int) int {
 	if !ok {
 		return i + 1
 	}
-	query := !k.quoted && k.start > 0 && strings.IndexByte("?&;", s[k.start-1]) >= 0
+	k, query := queryKey(s, k)
 	fam := classifyKey(s[k.start:k.end], query)
 	if fam == famNone {
 		return i + 1
