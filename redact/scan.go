@@ -86,13 +86,17 @@ func (sc *scanner) run() {
 		case '-':
 			next = sc.dash(i)
 		case '_':
-			next = sc.prefixed(i, 2, 3, 6) // hf_, gh?_ npm_ cpd_, github_pat_
+			next = sc.underscore(i)
 		case 'J':
 			next = sc.prefixed(i, 2) // eyJ
 		case 'A':
 			next = sc.prefixed(i, 0) // AKIA, ASIA, AIza
 		case 'B', 'b':
 			next = sc.bearer(i)
+		case ' ':
+			if i+3 < len(s) && (s[i+1] == 'i' && s[i+2] == 's' || s[i+1] == 'w' && s[i+2] == 'a' || s[i+1] == 't' && s[i+2] == 'o') {
+				next = sc.link(i) // "… password is X", "set GITEA_TOKEN to X"
+			}
 		case '%':
 			next = sc.percent(i)
 		}
@@ -305,12 +309,18 @@ func (sc *scanner) colon(i int) int {
 	// header names are distinctive enough anywhere.
 	lineStart, punct := sc.startContext(k.start)
 	strong := k.quoted || lineStart || punct
-	if !strong && fam != famAuth && fam != famCookie && !identifierLike(s[k.start:k.end]) {
-		return i + 1
-	}
 	v := i + 1
 	for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
 		v++
+	}
+	if !strong && fam != famAuth && fam != famCookie && !identifierLike(s[k.start:k.end]) {
+		// Prose ("the staging db password: X"): the value must look like one.
+		if fam, hexOK, ok := sc.proseName(i); ok && v > i+1 {
+			if next, ok := sc.proseValue(v, fam, hexOK); ok {
+				return next
+			}
+		}
+		return i + 1
 	}
 	if v >= len(s) || s[v] == '\n' || s[v] == '\r' {
 		return v
