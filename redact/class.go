@@ -18,6 +18,7 @@ const (
 	cStopColon     // ends an unquoted value after ':'
 	cStopAuth      // ends an Authorization scheme or credential
 	cAuthorityStop // ends the authority of a URL
+	cCommandStop   // ends a shell command: a line break or ; | & ( `
 	cAlpha         = cUpper | cLower
 	cAlnum         = cAlpha | cDigit
 )
@@ -46,6 +47,7 @@ var class = func() (t [256]uint16) {
 	set(blank+"\"'`,)]}", cStopColon)
 	set(blank+"\"'`,;", cStopAuth)
 	set(blank+"\"'`/?#<>\\", cAuthorityStop)
+	set("\n\r;|&(`", cCommandStop)
 	return t
 }()
 

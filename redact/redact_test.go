@@ -337,6 +337,9 @@ func TestRedactHostileInputIsLinear(t *testing.T) {
 		// prose links and snake_case names
 		" ", " is ", " to ", " was ", "password is ", "password is a", "password was reset to ", "the password: ",
 		"db password: \"", "api key is ", "GITEA_TOKEN ", "GITEA_TOKEN is ", "a_b ", "_ ", "_a", "a_",
+		// short password options
+		" -p", " -p ", " -pa", "mysql -p", "mysql -p ", "sshpass -p ", "docker login -p ", "login -p x ", "/mysql",
+		"pwd=",
 		// prefixed tokens
 		"npm_", "hf_", "AIza", "hf_Aa", "npm_1",
 	} {
@@ -365,7 +368,8 @@ func TestRedactIdempotentCombinations(t *testing.T) {
 		"eyJzdWIiOiJhZ2VudC03In0", "AKIAIOSFODNN7EXAMPLE", "sk-", "Ab3dE5gH7jK9mN1pQ3sT5vW7", "xoxb-", "12345",
 		"-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "cpd_", "ses_0190f5a2c7d47b8e9a1b2c3d4e5f6071",
 		"%3A", "%3a", "%2F", "%2f", "%40", "%3D", "%26", "%3F", "%", "//", " is ", " was ", " to ", "now ", "reset ",
-		"set ", "gitea ", "api ", "aws_secret_access_key", "db password", "Sup3rS3cret1", "a4c123b", "/", "~",
+		"set ", "gitea ", "api ", "mysql", " -p", "-p", "sshpass", "docker login", " -a ", "redis-cli", "pwd", "PWD",
+		"aws_secret_access_key", "db password", "Sup3rS3cret1", "a4c123b", "/", "~",
 		"npm_", "hf_", "AIza", "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE5fG7hJ9k",
 	}
 	r := rand.New(rand.NewPCG(1, 2))

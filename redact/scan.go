@@ -131,6 +131,11 @@ func (sc *scanner) dash(i int) int {
 		if i+1 < len(s) && s[i+1] == '-' {
 			return sc.flag(i)
 		}
+		if i+1 < len(s) && (s[i+1] == 'p' || s[i+1] == 'a' || s[i+1] == 'w') {
+			if e := sc.shortFlag(i); e > i+1 {
+				return e
+			}
+		}
 	}
 	// sk-, xoxb- xapp- gldt- glrt-, glpat- glptt-
 	return sc.prefixed(i, 2, 4, 5)
@@ -351,12 +356,15 @@ func (sc *scanner) equals(i int) int {
 	}
 	k, query := queryKey(s, k)
 	fam := classifyKey(s[k.start:k.end], query)
-	if fam == famNone {
-		return i + 1
-	}
 	v := i + 1
 	for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
 		v++
+	}
+	if fam == famNone && strings.EqualFold(s[k.start:k.end], "pwd") && v < len(s) && s[v] != '/' && s[v] != '~' {
+		fam = famSecret // pwd=X is a password; PWD=/home/agent is the shell's directory
+	}
+	if fam == famNone {
+		return i + 1
 	}
 	if v >= len(s) {
 		return v
