@@ -18,6 +18,7 @@ const (
 	cStopColon     // ends an unquoted value after ':'
 	cStopAuth      // ends an Authorization scheme or credential
 	cAuthorityStop // ends the authority of a URL
+	cCommandStop   // ends a shell command: a line break or ; | & ( `
 	cAlpha         = cUpper | cLower
 	cAlnum         = cAlpha | cDigit
 )
@@ -40,12 +41,13 @@ var class = func() (t [256]uint16) {
 	set("_", cUnderscore|cKey|cB64url|cToken68)
 	set(".", cKey|cToken68)
 	set("~+/", cToken68)
-	set("[:=-_JABb", cTrigger)
+	set("[:=-_JABb %", cTrigger)
 	const blank = " \t\r\n\f\v"
 	set(blank+"\"'`&,;)]}<>", cStopEq)
 	set(blank+"\"'`,)]}", cStopColon)
 	set(blank+"\"'`,;", cStopAuth)
 	set(blank+"\"'`/?#<>\\", cAuthorityStop)
+	set("\n\r;|&(`", cCommandStop)
 	return t
 }()
 

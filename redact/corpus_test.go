@@ -89,6 +89,7 @@ var documentedKinds = []string{
 	kindAuthorization, kindBearer, kindCookie, kindURLUserinfo, kindQuerySecret,
 	kindSecretField, kindPEM, kindJWT, kindGitHub, kindGitLab, kindOpenAI,
 	kindAnthropic, kindSlack, kindAWSKeyID, kindAWSSecret, kindGitea, kindCheckpointd,
+	kindNPM, kindHuggingFace, kindGoogleAPIKey,
 }
 
 // shapeKinds are recognisable by shape alone, so they keep their kind even
@@ -96,6 +97,7 @@ var documentedKinds = []string{
 var shapeKinds = map[string]bool{
 	kindPEM: true, kindJWT: true, kindGitHub: true, kindGitLab: true, kindOpenAI: true,
 	kindAnthropic: true, kindSlack: true, kindAWSKeyID: true, kindCheckpointd: true,
+	kindNPM: true, kindHuggingFace: true, kindGoogleAPIKey: true,
 }
 
 func TestRedactCorpusSizes(t *testing.T) {

@@ -26,6 +26,10 @@ func FuzzRedactString(f *testing.F) {
 		"", "[REDACTED:", "[REDACTED:x]", "https://:@", "password:", `"token": "`, `\"password\": \"x`,
 		"-----BEGIN RSA PRIVATE KEY-----", "Authorization: token", "bearer ", "sk-", "xoxb-", "ghp_", "eyJ.eyJ.",
 		"a=b=c", "::=", "--token --password x", "password: {[\"a\"", "\xff", "token=\xc3",
+		"https%3A%2F%2Fa%3Ab%40c", "s%3a//a%3ab%40c%2f", "%26token%3Dx%26", "%3Fkey%3D",
+		"pwd=x", "mysql -px", "mysql -p x", "sshpass -p x", "docker login -p x", "redis-cli -a x",
+		"the password is Sup3rS3cret1", "password: x1234567", "set GITEA_TOKEN to x", "aws_secret_access_key x",
+		"npm_", "hf_", "AIza",
 		// Regressions: inputs that once redacted differently on a second pass.
 		"-u pAssw0=0",
 		"https://[REDACTED:gitea_token]@git.example.com",

@@ -35,6 +35,9 @@ const (
 	kindAWSSecret     = "aws_secret_access_key"
 	kindGitea         = "gitea_token"
 	kindCheckpointd   = "checkpointd_token"
+	kindNPM           = "npm_token"
+	kindHuggingFace   = "huggingface_token"
+	kindGoogleAPIKey  = "google_api_key"
 )
 
 const markerPrefix = "[REDACTED:"

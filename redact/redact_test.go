@@ -143,6 +143,26 @@ func TestRedactStringKinds(t *testing.T) {
 	}
 }
 
+// redactCase is one String input and what it must become.
+type redactCase struct{ in, want string }
+
+func checkCases(t *testing.T, cases []redactCase) {
+	t.Helper()
+	for _, c := range cases {
+		got, n, err := String(c.in)
+		if err != nil {
+			t.Fatalf("String(%q): %v", c.in, err)
+		}
+		wantN := strings.Count(c.want, markerPrefix) - strings.Count(c.in, markerPrefix)
+		if got != c.want || n != wantN {
+			t.Errorf("String(%q)\n got %q (%d)\nwant %q (%d)", c.in, got, n, c.want, wantN)
+		}
+		if again, n2, _ := String(got); again != got || n2 != 0 {
+			t.Errorf("second pass on %q: %q (%d)", got, again, n2)
+		}
+	}
+}
+
 func TestRedactStringIdempotentMarkers(t *testing.T) {
 	for _, in := range []string{
 		"[REDACTED:github_token]",
@@ -310,6 +330,18 @@ func TestRedactHostileInputIsLinear(t *testing.T) {
 		"Cookie: ", "cookie: a", "Cookie: [REDACTED:cookie] ", "Authorization: Digest [REDACTED:x] ",
 		`"password": "`, `\"token\": \"`, "password: [REDACTED:x] ", "https://", "://a:", "-----BEGIN PRIVATE KEY-----",
 		"bearer ", "password=$X", "--token ", "sk-", "eyJ", "a", ":", "=", "-", "_", "[REDACTED:",
+		"password=a[REDACTED:",
+		// percent-encoded URLs and pairs
+		"%3A%2F%2F", "a%3A%2F%2F", "a%3a//", "s%3A%2F%2Fa%3Ab", "s%3A%2F%2Fa%40", "%3D", "%3d", "token%3D",
+		"token%3D[REDACTED:", "%26token%3D", "%", "%3",
+		// prose links and snake_case names
+		" ", " is ", " to ", " was ", "password is ", "password is a", "password was reset to ", "the password: ",
+		"db password: \"", "api key is ", "GITEA_TOKEN ", "GITEA_TOKEN is ", "a_b ", "_ ", "_a", "a_",
+		// short password options
+		" -p", " -p ", " -pa", "mysql -p", "mysql -p ", "sshpass -p ", "docker login -p ", "login -p x ", "/mysql",
+		"pwd=",
+		// prefixed tokens
+		"npm_", "hf_", "AIza", "hf_Aa", "npm_1",
 	} {
 		s := strings.Repeat(p, size/len(p))
 		start := time.Now()
@@ -318,6 +350,8 @@ func TestRedactHostileInputIsLinear(t *testing.T) {
 		}
 		if d := time.Since(start); d > 10*time.Second { // quadratic would take minutes
 			t.Errorf("%q repeated to 256 KiB took %v", p, d)
+		} else if testing.Verbose() && d > 100*time.Millisecond {
+			t.Logf("%q repeated to 256 KiB took %v", p, d)
 		}
 	}
 }
@@ -333,6 +367,10 @@ func TestRedactIdempotentCombinations(t *testing.T) {
 		"<", ">", "|", "#", "1.", "[REDACTED:x]", "[REDACTED:", testHex40, testGHP, "eyJhbGciOiJIUzI1NiJ9",
 		"eyJzdWIiOiJhZ2VudC03In0", "AKIAIOSFODNN7EXAMPLE", "sk-", "Ab3dE5gH7jK9mN1pQ3sT5vW7", "xoxb-", "12345",
 		"-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "cpd_", "ses_0190f5a2c7d47b8e9a1b2c3d4e5f6071",
+		"%3A", "%3a", "%2F", "%2f", "%40", "%3D", "%26", "%3F", "%", "//", " is ", " was ", " to ", "now ", "reset ",
+		"set ", "gitea ", "api ", "mysql", " -p", "-p", "sshpass", "docker login", " -a ", "redis-cli", "pwd", "PWD",
+		"aws_secret_access_key", "db password", "Sup3rS3cret1", "a4c123b", "/", "~",
+		"npm_", "hf_", "AIza", "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE5fG7hJ9k",
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	iterations := 200000

@@ -53,6 +53,18 @@ func tokenAt(s string, st int) (int, string) {
 				return st + e, kindSlack
 			}
 		}
+	case r[0] == 'n':
+		if strings.HasPrefix(r, "npm_") { // npm access tokens: 36 base62 characters
+			if e := run(r, 4, cAlnum); e-4 >= 36 && looksRandom(r[4:e]) {
+				return st + e, kindNPM
+			}
+		}
+	case r[0] == 'h':
+		if r[1] == 'f' && r[2] == '_' { // Hugging Face: 34 or more letters
+			if e := run(r, 3, cAlnum); e-3 >= 34 && hasClass(r[3:e], cUpper) && hasClass(r[3:e], cLower) {
+				return st + e, kindHuggingFace
+			}
+		}
 	case r[0] == 'c':
 		if strings.HasPrefix(r, "cpd_") { // checkpointd's own API tokens (token.go)
 			if e := run(r, 4, cB64url); e-4 >= 32 {
@@ -67,6 +79,11 @@ func tokenAt(s string, st int) (int, string) {
 		if (strings.HasPrefix(r, "AKIA") || strings.HasPrefix(r, "ASIA")) && n >= 20 &&
 			run(r, 4, cUpper|cDigit) >= 20 && (n == 20 || !isAlnum(r[20])) {
 			return st + 20, kindAWSKeyID
+		}
+		if strings.HasPrefix(r, "AIza") { // Google API keys: 35 of [0-9A-Za-z_-]
+			if e := run(r, 4, cB64url); e-4 >= 35 {
+				return st + e, kindGoogleAPIKey
+			}
 		}
 	}
 	return 0, ""
@@ -133,6 +150,12 @@ func authScheme(w string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// looksRandom reports a run of letters and digits that is not a word or
+// an identifier: it has a digit, or both cases.
+func looksRandom(v string) bool {
+	return hasClass(v, cDigit) || (hasClass(v, cUpper) && hasClass(v, cLower))
 }
 
 // looksCredential is the bar a value must pass when its context is weak

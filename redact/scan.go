@@ -86,26 +86,29 @@ func (sc *scanner) run() {
 		case '-':
 			next = sc.dash(i)
 		case '_':
-			next = sc.prefixed(i, 3, 6) // gh?_ , github_pat_ (and cpd_)
+			next = sc.underscore(i)
 		case 'J':
-			next = sc.prefixed(i, 2, 2) // eyJ
+			next = sc.prefixed(i, 2) // eyJ
 		case 'A':
-			next = sc.prefixed(i, 0, 0) // AKIA, ASIA
+			next = sc.prefixed(i, 0) // AKIA, ASIA, AIza
 		case 'B', 'b':
 			next = sc.bearer(i)
+		case ' ':
+			if i+3 < len(s) && (s[i+1] == 'i' && s[i+2] == 's' || s[i+1] == 'w' && s[i+2] == 'a' || s[i+1] == 't' && s[i+2] == 'o') {
+				next = sc.link(i) // "… password is X", "set GITEA_TOKEN to X"
+			}
+		case '%':
+			next = sc.percent(i)
 		}
 		i = max(next, i+1)
 	}
 }
 
-// prefixed tries a prefixed token starting back1 or back2 bytes before the
-// trigger at i.
-func (sc *scanner) prefixed(i, back1, back2 int) int {
-	for k, back := range [2]int{back1, back2} {
+// prefixed tries a prefixed token starting each of backs bytes before the
+// trigger at i, in order.
+func (sc *scanner) prefixed(i int, backs ...int) int {
+	for _, back := range backs {
 		st := i - back
-		if k == 1 && back2 == back1 {
-			break
-		}
 		if st < 0 || st < sc.last || !sc.boundaryBefore(st) {
 			continue
 		}
@@ -128,12 +131,14 @@ func (sc *scanner) dash(i int) int {
 		if i+1 < len(s) && s[i+1] == '-' {
 			return sc.flag(i)
 		}
+		if i+1 < len(s) && (s[i+1] == 'p' || s[i+1] == 'a' || s[i+1] == 'w') {
+			if e := sc.shortFlag(i); e > i+1 {
+				return e
+			}
+		}
 	}
 	// sk-, xoxb- xapp- gldt- glrt-, glpat- glptt-
-	if e := sc.prefixed(i, 2, 4); e > i+1 {
-		return e
-	}
-	return sc.prefixed(i, 5, 5)
+	return sc.prefixed(i, 2, 4, 5)
 }
 
 // pem redacts a whole private key block; a block without its END line runs
@@ -184,19 +189,7 @@ func (sc *scanner) url(i int) int {
 	if at < 0 {
 		return a
 	}
-	at += a
-	ui := s[a:at]
-	if c := colonOutsideMarkers(ui); c >= 0 {
-		sc.emitUser(a, a+c) // https://ghp_…:x-oauth-basic@github.com
-		if sc.emitValue(a+c+1, at, kindURLUserinfo, true) {
-			return at + 1
-		}
-		return a
-	}
-	if sc.emitUser(a, at) {
-		return at + 1
-	}
-	return a
+	return sc.userinfo(a, a+at, 1, false)
 }
 
 // emitUser redacts a user name that is itself a token: the scan jumps past
@@ -321,12 +314,18 @@ func (sc *scanner) colon(i int) int {
 	// header names are distinctive enough anywhere.
 	lineStart, punct := sc.startContext(k.start)
 	strong := k.quoted || lineStart || punct
-	if !strong && fam != famAuth && fam != famCookie && !identifierLike(s[k.start:k.end]) {
-		return i + 1
-	}
 	v := i + 1
 	for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
 		v++
+	}
+	if !strong && fam != famAuth && fam != famCookie && !identifierLike(s[k.start:k.end]) {
+		// Prose ("the staging db password: X"): the value must look like one.
+		if fam, hexOK, ok := sc.proseName(i); ok && v > i+1 {
+			if next, ok := sc.proseValue(v, fam, hexOK); ok {
+				return next
+			}
+		}
+		return i + 1
 	}
 	if v >= len(s) || s[v] == '\n' || s[v] == '\r' {
 		return v
@@ -355,14 +354,17 @@ func (sc *scanner) equals(i int) int {
 	if !ok {
 		return i + 1
 	}
-	query := !k.quoted && k.start > 0 && strings.IndexByte("?&;", s[k.start-1]) >= 0
+	k, query := queryKey(s, k)
 	fam := classifyKey(s[k.start:k.end], query)
-	if fam == famNone {
-		return i + 1
-	}
 	v := i + 1
 	for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
 		v++
+	}
+	if fam == famNone && strings.EqualFold(s[k.start:k.end], "pwd") && v < len(s) && s[v] != '/' && s[v] != '~' {
+		fam = famSecret // pwd=X is a password; PWD=/home/agent is the shell's directory
+	}
+	if fam == famNone {
+		return i + 1
 	}
 	if v >= len(s) {
 		return v

@@ -40,7 +40,7 @@ func (sc *scanner) value(v int, sep byte, fam family, toEOL bool) int {
 			stop = cStopColon
 		}
 		e = v
-		for e < len(s) && class[s[e]]&stop == 0 {
+		for e < len(s) && e-v < maxValue && class[s[e]]&stop == 0 {
 			e++
 		}
 	}
