@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/migrations"
 )
 
@@ -87,4 +88,10 @@ func (s *Store) ExclusiveHeldElsewhere(ctx context.Context, name string) (bool, 
 		}
 	}
 	return !got, nil
+}
+
+// DecideDrain is one drain decision alone, without the reads CompleteDrain
+// brings up to date before it.
+func DecideDrain(ctx context.Context, s *Store, by string, limit int) (*checkpointd.Drain, error) {
+	return s.decideDrain(ctx, by, limit)
 }

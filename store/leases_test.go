@@ -768,12 +768,14 @@ func TestLeaseReapOnAcquire(t *testing.T) {
 		if _, err := write(ctx, s, old.ID, withLeases(doc(old.CurrentRun, "implementing"), stale)); err != nil {
 			t.Fatal(err)
 		}
+		// Marked before the expiry: a read after it would end the grant
+		// itself (lease_expiry.go).
+		mark := lastSeq(t, s, old.ID)
 		clock.Advance(leaseTTL - time.Microsecond)
 		if _, err := s.AcquireLease(ctx, store.NewLease{Resource: issueLease(1), SessionID: next.ID, RunID: next.CurrentRun.ID, TTL: leaseTTL}); !errors.Is(err, checkpointd.ErrLeaseHeld) {
 			t.Fatalf("acquire a microsecond before expiry: %v, want ErrLeaseHeld", err)
 		}
 		clock.Advance(time.Microsecond)
-		mark := lastSeq(t, s, old.ID)
 		fresh := acquire(t, s, next, issueLease(1))
 		if fresh.FencingToken != 2 {
 			t.Errorf("token %d, want 2", fresh.FencingToken)
@@ -1107,8 +1109,8 @@ func TestLeaseReapOwnGrant(t *testing.T) {
 		if _, err := write(ctx, s, a.ID, withLeases(doc(a.CurrentRun, "implementing"), old)); err != nil {
 			t.Fatal(err)
 		}
+		mark := lastSeq(t, s, a.ID) // before the expiry, which a read would act on
 		clock.Advance(leaseTTL)
-		mark := lastSeq(t, s, a.ID)
 		fresh := acquire(t, s, a, issueLease(1))
 		want := []string{"lease.expired old token=1 cause=expired", "validity.changed unverified→lease_lost old cause=expired",
 			"lease.acquired fresh token=2"}

@@ -70,6 +70,9 @@ type Store struct {
 	// settling lets one Settle of this process run at a time (settle.go):
 	// a one-slot semaphore, so a caller can stop waiting when its ctx ends.
 	settling chan struct{}
+	// expiring does the same for the reads that end overdue leases
+	// (lease_expiry.go).
+	expiring chan struct{}
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -100,7 +103,8 @@ func IsPostgres(url string) bool {
 // cannot be reached.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{clock: cfg.Clock, log: cfg.Logger, keys: cfg.Keys, errorsKeep: DefaultErrorsKeep,
-		exclusiveRetry: exclusiveRetry, exclusiveKeepalive: exclusiveKeepalive, settling: make(chan struct{}, 1)}
+		exclusiveRetry: exclusiveRetry, exclusiveKeepalive: exclusiveKeepalive, settling: make(chan struct{}, 1),
+		expiring: make(chan struct{}, 1)}
 	if s.clock == nil {
 		s.clock = checkpointd.SystemClock{}
 	}
