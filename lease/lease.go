@@ -27,8 +27,9 @@ type Manager struct {
 	store Store
 	log   *slog.Logger
 	// Interval is how often the worker looks for expired leases. Expiry is
-	// also enforced at every acquire, renew and write, so the worker only
-	// bounds how late the events and validity changes are recorded.
+	// also enforced at every acquire, renew and write, and every read that
+	// reports validity or leases ends expired leases first, so the worker
+	// only bounds how late the events are recorded when nobody reads.
 	Interval time.Duration
 	// Batch bounds one expiry transaction's work.
 	Batch int

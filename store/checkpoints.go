@@ -76,6 +76,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded,
 // ErrInvalidCheckpoint (target or role not the session's), ErrStoreUnavailable.
 func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkpointd.Checkpoint, error) {
+	defer s.requestEnded(w.Idempotency)
 	ctx = s.noting(ctx, CauseCheckpoint)
 	if s.keys == nil {
 		return nil, errNoKeys

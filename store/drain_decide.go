@@ -43,6 +43,7 @@ func (s *Store) CompleteDrain(ctx context.Context, by string, limit int) (*check
 }
 
 func (s *Store) decideDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	var out *checkpointd.Drain
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -62,6 +63,11 @@ WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
 			return err
 		}
 		if err != nil {
+			return err
+		}
+		// A lease whose time ran out by now is lost now, though the reads
+		// before the decision found it held a moment ago.
+		if err := s.expireOverdue(ctx, tx, now); err != nil {
 			return err
 		}
 		start := fromMicros(row.StartedAt)

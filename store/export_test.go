@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/migrations"
 )
 
@@ -124,3 +125,9 @@ const (
 
 // ReadyProbes is how many readiness probes s ran.
 func ReadyProbes(s *Store) int64 { return s.ready.probes.Load() }
+
+// DecideDrain is one drain decision alone, without the reads CompleteDrain
+// brings up to date before it.
+func DecideDrain(ctx context.Context, s *Store, by string, limit int) (*checkpointd.Drain, error) {
+	return s.decideDrain(ctx, by, limit)
+}

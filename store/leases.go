@@ -268,44 +268,6 @@ func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, key string, now t
 	return nil // renewed meanwhile: still held, the claim below fails
 }
 
-// ExpireLeases ends up to limit held leases whose time ran out, each with its
-// event and the validity of sessions that relied on it, and returns how many
-// it ended. The lease worker calls it; it is safe to run concurrently.
-func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
-	ctx = s.noting(ctx, CauseLease)
-	now := s.now()
-	var ids []string
-	if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM leases WHERE state = 'held' AND expires_at <= ? ORDER BY expires_at LIMIT ?`), micros(now), limit); err != nil {
-		return 0, s.classify(err)
-	}
-	n := 0
-	for _, id := range ids {
-		ended := false
-		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-			if err := lockLeaseSession(ctx, tx, id); err != nil {
-				return err
-			}
-			l, err := s.getLease(ctx, tx, id)
-			if err != nil || l.State != checkpointd.LeaseHeld || l.ExpiresAt.After(now) {
-				return ignoreNotFound(err) // renewed, ended or cleared with its session meanwhile
-			}
-			err = s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now)
-			if errors.Is(err, errLeaseUnchanged) {
-				return nil // renewed or ended by another replica meanwhile
-			}
-			ended = err == nil
-			return err
-		})
-		if err != nil {
-			return n, err
-		}
-		if ended {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // moveLeases hands a session's held leases to its new run on takeover, each
 // with a new fencing token, in the takeover's transaction.
 func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, sessionID, oldRun, newRun string, now time.Time) error {

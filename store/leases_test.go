@@ -371,16 +371,25 @@ func TestLeaseRenew(t *testing.T) {
 		if _, err := s.RenewLease(ctx, "lse_00000000000000000000000000000000", a.CurrentRun.ID, leaseTTL); !errors.Is(err, checkpointd.ErrNotFound) {
 			t.Errorf("renew of an unknown lease: %v, want ErrNotFound", err)
 		}
-		// Past its expiry the holder has lost it, even before the worker ran.
+		if after := snapshot(t, s, a.ID, other.ID); after != before {
+			t.Errorf("rejected renewals changed state:\n%s→\n%s", before, after)
+		}
+		// Past its expiry the holder has lost it, even before anything
+		// ended it; and a late renewal changes nothing but what time did
+		// (a read ends the grant, as the worker would).
 		clock.Advance(leaseTTL)
 		if _, err := s.RenewLease(ctx, l.ID, a.CurrentRun.ID, leaseTTL); !errors.Is(err, checkpointd.ErrLeaseLost) {
 			t.Errorf("renew after expiry: %v, want ErrLeaseLost", err)
 		}
-		if after := snapshot(t, s, a.ID, other.ID); after != before {
-			t.Errorf("rejected renewals changed state:\n%s→\n%s", before, after)
+		late := snapshot(t, s, a.ID, other.ID)
+		if _, err := s.RenewLease(ctx, l.ID, a.CurrentRun.ID, leaseTTL); !errors.Is(err, checkpointd.ErrLeaseLost) {
+			t.Errorf("renew after expiry: %v, want ErrLeaseLost", err)
 		}
-		if _, err := s.ExpireLeases(ctx, 10); err != nil {
-			t.Fatal(err)
+		if after := snapshot(t, s, a.ID, other.ID); after != late {
+			t.Errorf("a late renewal changed state:\n%s→\n%s", late, after)
+		}
+		if n, err := s.ExpireLeases(ctx, 10); err != nil || n != 0 {
+			t.Fatalf("ExpireLeases after the reads: %d (%v), want 0: the reads ended it", n, err)
 		}
 		if _, err := s.RenewLease(ctx, l.ID, a.CurrentRun.ID, leaseTTL); !errors.Is(err, checkpointd.ErrLeaseLost) {
 			t.Errorf("renew of an expired (reaped) lease: %v, want ErrLeaseLost", err)
@@ -448,7 +457,11 @@ func TestLeaseRelease(t *testing.T) {
 			t.Errorf("re-grant of a force-released resource: token %d, want 2", n2.FencingToken)
 		}
 
+		// Past its expiry, before anything ended it and after a read did.
 		clock.Advance(leaseTTL)
+		if err := s.ReleaseLease(ctx, l3.ID, a.CurrentRun.ID, false); !errors.Is(err, checkpointd.ErrLeaseLost) {
+			t.Errorf("release after expiry: %v, want ErrLeaseLost", err)
+		}
 		before = snapshot(t, s, a.ID)
 		if err := s.ReleaseLease(ctx, l3.ID, a.CurrentRun.ID, false); !errors.Is(err, checkpointd.ErrLeaseLost) {
 			t.Errorf("release after expiry: %v, want ErrLeaseLost", err)
@@ -456,9 +469,11 @@ func TestLeaseRelease(t *testing.T) {
 		if after := snapshot(t, s, a.ID); after != before {
 			t.Errorf("a late release changed state:\n%s→\n%s", before, after)
 		}
+		// The read after l3's expiry ended it, as the worker would have.
 		want := []string{"session.created", "run.started",
 			"lease.acquired l1 token=1", "lease.acquired l2 token=1", "lease.acquired l3 token=1",
-			"lease.released l1 token=1 cause=released", "lease.released l2 token=1 cause=force_released"}
+			"lease.released l1 token=1 cause=released", "lease.released l2 token=1 cause=force_released",
+			"lease.expired l3 token=1 cause=expired"}
 		if diff := cmp.Diff(want, leaseLog(t, s, a.ID, 0, map[string]string{l1.ID: "l1", l2.ID: "l2", l3.ID: "l3"})); diff != "" {
 			t.Errorf("log (-want +got):\n%s", diff)
 		}
@@ -768,12 +783,14 @@ func TestLeaseReapOnAcquire(t *testing.T) {
 		if _, err := write(ctx, s, old.ID, withLeases(doc(old.CurrentRun, "implementing"), stale)); err != nil {
 			t.Fatal(err)
 		}
+		// Marked before the expiry: a read after it would end the grant
+		// itself (lease_expiry.go).
+		mark := lastSeq(t, s, old.ID)
 		clock.Advance(leaseTTL - time.Microsecond)
 		if _, err := s.AcquireLease(ctx, store.NewLease{Resource: issueLease(1), SessionID: next.ID, RunID: next.CurrentRun.ID, TTL: leaseTTL}); !errors.Is(err, checkpointd.ErrLeaseHeld) {
 			t.Fatalf("acquire a microsecond before expiry: %v, want ErrLeaseHeld", err)
 		}
 		clock.Advance(time.Microsecond)
-		mark := lastSeq(t, s, old.ID)
 		fresh := acquire(t, s, next, issueLease(1))
 		if fresh.FencingToken != 2 {
 			t.Errorf("token %d, want 2", fresh.FencingToken)
@@ -1107,8 +1124,8 @@ func TestLeaseReapOwnGrant(t *testing.T) {
 		if _, err := write(ctx, s, a.ID, withLeases(doc(a.CurrentRun, "implementing"), old)); err != nil {
 			t.Fatal(err)
 		}
+		mark := lastSeq(t, s, a.ID) // before the expiry, which a read would act on
 		clock.Advance(leaseTTL)
-		mark := lastSeq(t, s, a.ID)
 		fresh := acquire(t, s, a, issueLease(1))
 		want := []string{"lease.expired old token=1 cause=expired", "validity.changed unverified→lease_lost old cause=expired",
 			"lease.acquired fresh token=2"}

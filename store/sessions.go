@@ -40,6 +40,7 @@ VALUES (?, ?, ?, ?, ?, ?)`
 // 1), with their events, in one transaction. Errors: ErrDraining while a
 // drain gates new sessions, ErrStoreUnavailable.
 func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.Session, error) {
+	defer s.requestEnded(in.Idempotency)
 	now := s.now()
 	sid, rid := checkpointd.NewID(checkpointd.PrefixSession), checkpointd.NewID(checkpointd.PrefixRun)
 	caps := in.Capabilities

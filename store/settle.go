@@ -69,9 +69,13 @@ ORDER BY repo_key, ref LIMIT ?`), after.repoKey, after.ref, settleBatch); err !=
 	}
 }
 
-// settled settles what is pending, if anything: the price of a read that
-// reports validity is one indexed probe.
+// settled brings validity up to date before a read reports it: it ends
+// the leases whose time ran out (expired) and settles what is pending, if
+// anything. The price of such a read is two indexed probes.
 func (s *Store) settled(ctx context.Context) error {
+	if err := s.expired(ctx); err != nil {
+		return err
+	}
 	pending, err := unsettled(ctx, s.rdb)
 	if err != nil {
 		return s.classify(err)

@@ -72,6 +72,15 @@ type Store struct {
 	settling chan struct{}
 	// ready is the readiness answer and probe (ready.go).
 	ready readiness
+	// expiring does the same for the reads that end overdue leases
+	// (lease_expiry.go).
+	expiring chan struct{}
+	// inc is this process's incarnation, the owner of the Idempotency-Key
+	// claims it makes (incarnation.go); claims are those its requests are
+	// processing, releases those it failed to release (claims.go).
+	inc      incarnation
+	claims   inFlight
+	releases releases
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -102,7 +111,8 @@ func IsPostgres(url string) bool {
 // cannot be reached.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{clock: cfg.Clock, log: cfg.Logger, keys: cfg.Keys, errorsKeep: DefaultErrorsKeep,
-		exclusiveRetry: exclusiveRetry, exclusiveKeepalive: exclusiveKeepalive, settling: make(chan struct{}, 1)}
+		exclusiveRetry: exclusiveRetry, exclusiveKeepalive: exclusiveKeepalive, settling: make(chan struct{}, 1),
+		expiring: make(chan struct{}, 1), inc: incarnation{id: newClaim()}}
 	if s.clock == nil {
 		s.clock = checkpointd.SystemClock{}
 	}
@@ -145,6 +155,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.dialect, s.rdb, s.wdb = migrations.SQLite, r, w
 		s.group = newGroupCommitter(s)
 	}
+	s.startReleases()
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -178,11 +189,14 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close closes the database connections, after the queued writes are done.
+// Its Idempotency-Key claims are then free for every replica.
 func (s *Store) Close() error {
 	s.closeReadiness()
+	s.stopReleases()
 	if s.group != nil {
 		s.group.close()
 	}
+	s.closeIncarnation()
 	err := errors.Join(s.closeStatements(), s.rdb.Close())
 	if s.wdb != s.rdb {
 		err = errors.Join(err, s.wdb.Close())
@@ -201,6 +215,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error
 		err = s.tryTx(ctx, fn)
 		if err == nil {
 			s.flush(n)
+			s.committed()
 		}
 		if err == nil || !retryable(err) || attempt == 3 {
 			return s.classifyOp(OpWrite, err)

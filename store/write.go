@@ -27,7 +27,11 @@ func (s *Store) write(ctx context.Context, fn writeFunc) error {
 	if s.group == nil {
 		return s.inTx(ctx, func(tx *sqlx.Tx) error { return fn(ctx, tx) })
 	}
-	return s.classifyOp(OpWrite, s.group.submit(ctx, fn))
+	err := s.group.submit(ctx, fn)
+	if err == nil {
+		s.committed()
+	}
+	return s.classifyOp(OpWrite, err)
 }
 
 // maxGroup bounds a group commit: the first writer of a batch waits for at
