@@ -28,6 +28,7 @@ type Store interface {
 	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
 	CreateSession(ctx context.Context, in store.NewSession) (*checkpointd.Session, error)
 	GetSession(ctx context.Context, id string) (*checkpointd.Session, error)
+	SessionRepo(ctx context.Context, id string) (string, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]checkpointd.Session, error)
 	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*checkpointd.Run, error)
 	EndSession(ctx context.Context, sessionID, runID string, outcome checkpointd.Outcome) (*checkpointd.Session, error)

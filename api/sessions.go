@@ -114,7 +114,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Session-creation keys are scoped to the token: the session does not
 	// exist yet.
-	return a.idempotent(w, r, "tok:"+principal(r).TokenID, digest,
+	return a.idempotent(w, r, tokenKeys(r), digest,
 		func(idem *store.Idempotency) (any, error) {
 			in.Idempotency = idem
 			return a.Store.CreateSession(r.Context(), in)
