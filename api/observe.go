@@ -21,11 +21,13 @@ const maxRequestID = 64
 // requestID gives every request an id: the client's X-Request-Id when it
 // is short and plain (so a proxy's id joins the logs up), else a new one.
 // It is in the request's context (middleware.GetReqID, and every log line
-// through LogHandler) and in the response's X-Request-Id.
+// through LogHandler) and in the response's X-Request-Id. An id that looks
+// like a secret (redaction would change it) is not plain: it would be
+// echoed and logged, and a rewritten one would join nothing up.
 func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
-		if !plainID(id) {
+		if !plainID(id) || looksLikeSecret(id) {
 			id = checkpointd.NewID("req_")
 		}
 		w.Header().Set(RequestIDHeader, id)
