@@ -38,6 +38,9 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 	if err != nil {
 		return err
 	}
+	if err := redactedIdentifiers(p.Doc); err != nil {
+		return err
+	}
 	// Checkpoint keys are scoped to the session; the digest is the
 	// document's own, over its pre-redaction canonical form.
 	return a.idempotent(w, r, a.sessionKeys(r, id), p.Digest,

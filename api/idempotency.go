@@ -47,8 +47,10 @@ func (a *api) sessionKeys(r *http.Request, sessionID string) keyScope {
 }
 
 // idempotencyKey reads the request's Idempotency-Key: absent, or exactly
-// one header line of 1–255 characters. Two lines are refused rather than
-// joined: "a" and "b" are not the key "a,b", which neither sender meant.
+// one header line of 1–255 characters that does not look like a secret
+// (it is identifying, identifiers.go: stored as sent, and a rewritten key
+// would make two requests one). Two lines are refused rather than joined:
+// "a" and "b" are not the key "a,b", which neither sender meant.
 // Errors: errBadIdempotencyKey.
 func idempotencyKey(h http.Header) (key string, present bool, err error) {
 	lines, present := h[http.CanonicalHeaderKey("Idempotency-Key")]
@@ -59,8 +61,11 @@ func idempotencyKey(h http.Header) (key string, present bool, err error) {
 		return "", true, fmt.Errorf("%w: send the header once; this request has it %d times", errBadIdempotencyKey, len(lines))
 	}
 	key = strings.TrimSpace(lines[0])
-	if key == "" || len(key) > checkpointd.MaxIdempotencyKeyLength {
+	switch {
+	case key == "" || len(key) > checkpointd.MaxIdempotencyKeyLength:
 		return "", true, fmt.Errorf("%w: it must be 1-%d characters", errBadIdempotencyKey, checkpointd.MaxIdempotencyKeyLength)
+	case looksLikeSecret(key):
+		return "", true, fmt.Errorf("%w: it looks like a secret, and a key is stored as sent; use a random id", errBadIdempotencyKey)
 	}
 	return key, true, nil
 }

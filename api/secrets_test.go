@@ -107,7 +107,9 @@ func docSlot(name string, max int, lines bool, path ...any) slot {
 
 // plantSlots are every free-text field of schema v1 (docs/schema/checkpoint.v1.json:
 // "text" 65536, "summary" 4096, "line" fields without control characters),
-// the free-text metadata of a new session, and a takeover.
+// the free-text metadata of a new session, and a takeover. The identifying
+// fields (branch, worktree, repo) are refused instead when they look like
+// a secret: TestIdentifiersThatLookLikeSecretsRefused.
 var plantSlots = []slot{
 	docSlot("note", 65536, true, "note"),
 	docSlot("evidence[0].summary", 4096, true, "evidence", 0, "summary"),
@@ -123,11 +125,15 @@ var plantSlots = []slot{
 	docSlot("next_action.prompt", 65536, true, "next_action", "prompt"),
 	docSlot("last_completed_action.summary", 4096, true, "last_completed_action", "summary"),
 	docSlot("identity.instance", 128, false, "identity", "instance"),
-	docSlot("workspace.worktree", 4096, false, "workspace", "worktree"),
+	docSlot("workspace.base", 255, false, "workspace", "base"),
 	{name: "session agent.instance", where: "session", path: []any{"agent", "instance"},
 		answer: []any{"run", "agent", "instance"}, read: []any{"session", "current_run", "agent", "instance"}, max: checkpointd.MaxNameLength},
-	{name: "session worktree", where: "session", path: []any{"worktree"},
-		answer: []any{"session", "worktree"}, read: []any{"session", "worktree"}, max: checkpointd.MaxPathLength},
+	{name: "session agent.model", where: "session", path: []any{"agent", "model"},
+		answer: []any{"run", "agent", "model"}, read: []any{"session", "current_run", "agent", "model"}, max: checkpointd.MaxNameLength},
+	{name: "session agent.provider", where: "session", path: []any{"agent", "provider"},
+		answer: []any{"run", "agent", "provider"}, read: []any{"session", "current_run", "agent", "provider"}, max: checkpointd.MaxNameLength},
+	{name: "session agent.runtime_version", where: "session", path: []any{"agent", "runtime_version"},
+		answer: []any{"run", "agent", "runtime_version"}, read: []any{"session", "current_run", "agent", "runtime_version"}, max: checkpointd.MaxNameLength},
 	{name: "session capabilities[0]", where: "session", path: []any{"capabilities", 0},
 		answer: []any{"session", "capabilities", 0}, read: []any{"session", "capabilities", 0}, max: checkpointd.MaxNameLength},
 	{name: "takeover reason", where: "run", path: []any{"reason"},
