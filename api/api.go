@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -172,7 +173,7 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				a.log.ErrorContext(r.Context(), "panic", slog.Any("panic", p), slog.String("path", r.URL.Path))
+				a.log.ErrorContext(r.Context(), "panic", slog.String("panic", safeText(fmt.Sprint(p))), slog.String("path", safeText(r.URL.Path)))
 				a.writeProblem(w, r, errPanic)
 			}
 		}()

@@ -155,8 +155,9 @@ func (a *api) handle(h handlerFunc) http.HandlerFunc {
 func (a *api) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
 	if p.Status >= 500 {
-		a.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
-			slog.String("path", r.URL.Path), slog.String("code", p.Code), slog.String("err", safeText(err.Error())))
+		// The method and path are the client's too: redacted like the cause.
+		a.log.ErrorContext(r.Context(), "request failed", slog.String("method", safeText(r.Method)),
+			slog.String("path", safeText(r.URL.Path)), slog.String("code", p.Code), slog.String("err", safeText(err.Error())))
 	}
 	body, err := json.Marshal(p)
 	if err != nil {

@@ -142,3 +142,33 @@ func TestRequestIDNeverASecret(t *testing.T) {
 		}
 	})
 }
+
+// TestLogLinesRedactWhatTheClientChose: the method and the path of a
+// request are the client's too. A token-shaped method is logged redacted
+// in the access line, and the path of a failed request (here the store
+// is gone, so the token lookup fails with 503 and the failure is logged)
+// is logged redacted.
+func TestLogLinesRedactWhatTheClientChose(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h, logs, _ := loggedHarness(t, b)
+		const ghp = "ghp_9XmjgiUy3eB9urqHKOQXJCj0i12B1tjYeNth" // github_token of secrets.txt
+		req := httptest.NewRequest(ghp, "/v1/sessions", nil)
+		req.Header.Set("Authorization", "Bearer "+h.reader)
+		rec := httptest.NewRecorder()
+		h.serve(rec, req)
+		if rec.Code != 405 {
+			t.Fatalf("method %s: %d, want 405", ghp, rec.Code)
+		}
+		if err := h.store.Close(); err != nil {
+			t.Fatal(err)
+		}
+		h.do("GET", "/v1/sessions/"+ghp, h.reader, nil).expect(t, 503, "store_unavailable")
+		log := logs.Bytes()
+		if !strings.Contains(string(log), `"msg":"request failed"`) {
+			t.Fatalf("the 503 was not logged: the search is blind:\n%s", log)
+		}
+		if strings.Contains(string(log), ghp) {
+			t.Errorf("the log holds the token:\n%s", log)
+		}
+	})
+}
