@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -29,6 +30,7 @@ type Store interface {
 	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
 	CreateSession(ctx context.Context, in store.NewSession) (*checkpointd.Session, error)
 	GetSession(ctx context.Context, id string) (*checkpointd.Session, error)
+	SessionRepo(ctx context.Context, id string) (string, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]checkpointd.Session, error)
 	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*checkpointd.Run, error)
 	EndSession(ctx context.Context, sessionID, runID string, outcome checkpointd.Outcome) (*checkpointd.Session, error)
@@ -179,7 +181,7 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				a.log.ErrorContext(r.Context(), "panic", slog.Any("panic", p), slog.String("path", r.URL.Path))
+				a.log.ErrorContext(r.Context(), "panic", slog.String("panic", safeText(fmt.Sprint(p))), slog.String("path", safeText(r.URL.Path)))
 				a.writeProblem(w, r, errPanic)
 			}
 		}()

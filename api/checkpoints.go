@@ -38,9 +38,12 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 	if err != nil {
 		return err
 	}
+	if err := redactedIdentifiers(p.Doc); err != nil {
+		return err
+	}
 	// Checkpoint keys are scoped to the session; the digest is the
 	// document's own, over its pre-redaction canonical form.
-	return a.idempotent(w, r, id, p.Digest,
+	return a.idempotent(w, r, a.sessionKeys(r, id), p.Digest,
 		func(idem *store.Idempotency) (any, error) {
 			cp, err := a.Store.WriteCheckpoint(r.Context(), store.CheckpointWrite{
 				SessionID: id, Doc: p.Doc, Digest: p.Digest, Redactions: p.Redactions,

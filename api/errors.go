@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/redact"
 )
 
 // handlerFunc is an HTTP handler that returns its error; one adapter turns
@@ -94,7 +96,10 @@ func (e *ProblemError) Error() string { return e.Err.Error() }
 func (e *ProblemError) Unwrap() error { return e.Err }
 
 // problemFor builds the response for err. 5xx details stay generic: the
-// cause goes to the log, not to the client.
+// cause goes to the log, not to the client. A detail, a problem's message
+// and its path may quote what the client sent (a stage that is not
+// configured, the name of an unknown field): they are redacted like
+// everything else an agent sends before it is echoed (DESIGN §4).
 func problemFor(err error) Problem {
 	p := Problem{Status: http.StatusInternalServerError, Code: "internal", Detail: "internal error; see the daemon log"}
 	for _, e := range errorStatus {
@@ -109,8 +114,12 @@ func problemFor(err error) Problem {
 	}
 	var ve *checkpointd.ValidationError
 	if errors.As(err, &ve) {
-		p.Problems = ve.Problems
+		p.Problems = make([]checkpointd.Problem, len(ve.Problems))
+		for i, vp := range ve.Problems {
+			p.Problems[i] = checkpointd.Problem{Path: safeText(vp.Path), Message: safeText(vp.Message)}
+		}
 	}
+	p.Detail = safeText(p.Detail)
 	var pe *ProblemError
 	if errors.As(err, &pe) {
 		p.Extra = pe.Extra
@@ -151,8 +160,9 @@ func (a *api) handle(h handlerFunc) http.HandlerFunc {
 func (a *api) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
 	if p.Status >= 500 {
-		a.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
-			slog.String("path", r.URL.Path), slog.String("code", p.Code), slog.Any("err", err))
+		// The method and path are the client's too: redacted like the cause.
+		a.log.ErrorContext(r.Context(), "request failed", slog.String("method", safeText(r.Method)),
+			slog.String("path", safeText(r.URL.Path)), slog.String("code", p.Code), slog.String("err", safeText(err.Error())))
 	}
 	body, err := json.Marshal(p)
 	if err != nil {
@@ -163,4 +173,14 @@ func (a *api) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+}
+
+// safeText is s as it may be echoed or logged: valid UTF-8, redacted. Text
+// the redactor cannot read is not shown at all.
+func safeText(s string) string {
+	red, _, err := redact.String(strings.ToValidUTF8(s, "\uFFFD"))
+	if err != nil {
+		return "(not shown: it could not be redacted)"
+	}
+	return red
 }

@@ -17,16 +17,73 @@ import (
 
 var errBadIdempotencyKey = errors.New("invalid Idempotency-Key")
 
+// keyScope is where a request's Idempotency-Key lives (DESIGN §4: a
+// session's keys, or for session creation the token's), and what the
+// caller must pass before any key in it is looked up.
+type keyScope struct {
+	name string
+	// admit, when set, runs before the lookup. A replay hands over the
+	// stored response, and a conflict or an in-flight answer tells that the
+	// key exists: a caller who may not see the scope's session is refused
+	// first, as it would be without a key.
+	admit func() error
+}
+
+// tokenKeys is the key scope of session creation: the caller's own token,
+// which has nothing to hide from itself.
+func tokenKeys(r *http.Request) keyScope { return keyScope{name: "tok:" + principal(r).TokenID} }
+
+// sessionKeys is the key scope of a session's writes, admitted only to a
+// caller whose token covers the session's repo. The session must exist
+// (404) and not be gone (410): a key of no session is never claimed.
+func (a *api) sessionKeys(r *http.Request, sessionID string) keyScope {
+	return keyScope{name: sessionID, admit: func() error {
+		repo, err := a.Store.SessionRepo(r.Context(), sessionID)
+		if err != nil {
+			return err
+		}
+		return inScope(r, repo)
+	}}
+}
+
+// idempotencyKey reads the request's Idempotency-Key: absent, or exactly
+// one header line of 1–255 characters that does not look like a secret
+// (it is identifying, identifiers.go: stored as sent, and a rewritten key
+// would make two requests one). Two lines are refused rather than joined:
+// "a" and "b" are not the key "a,b", which neither sender meant.
+// Errors: errBadIdempotencyKey.
+func idempotencyKey(h http.Header) (key string, present bool, err error) {
+	lines, present := h[http.CanonicalHeaderKey("Idempotency-Key")]
+	if !present {
+		return "", false, nil
+	}
+	if len(lines) != 1 {
+		return "", true, fmt.Errorf("%w: send the header once; this request has it %d times", errBadIdempotencyKey, len(lines))
+	}
+	key = strings.TrimSpace(lines[0])
+	switch {
+	case key == "" || len(key) > checkpointd.MaxIdempotencyKeyLength:
+		return "", true, fmt.Errorf("%w: it must be 1-%d characters", errBadIdempotencyKey, checkpointd.MaxIdempotencyKeyLength)
+	case looksLikeSecret(key):
+		return "", true, fmt.Errorf("%w: it looks like a secret, and a key is stored as sent; use a random id", errBadIdempotencyKey)
+	}
+	return key, true, nil
+}
+
 // idempotent runs a creating write under the request's Idempotency-Key
-// (IETF draft semantics). Without a key it simply writes. With one, it
-// claims the key for the request's digest: a completed request with the
-// same digest is replayed byte for byte (200, Idempotent-Replayed: true); a
-// different digest is 422 idempotency_conflict; a request still in flight is
-// 409 idempotency_in_flight. The response is stored in the write's own
+// (IETF draft semantics). Without a key it simply writes. With one, the
+// caller is admitted to the key's scope first, then the key is claimed for
+// the request's digest: a completed request with the same digest is
+// replayed byte for byte (200, Idempotent-Replayed: true); a different
+// digest is 422 idempotency_conflict; a request still in flight is 409
+// idempotency_in_flight. The response is stored in the write's own
 // transaction, so what is replayed is exactly what was acknowledged.
-func (a *api) idempotent(w http.ResponseWriter, r *http.Request, scope, digest string,
+func (a *api) idempotent(w http.ResponseWriter, r *http.Request, ks keyScope, digest string,
 	write func(*store.Idempotency) (any, error), envelope func(any) any) error {
-	key, present := r.Header["Idempotency-Key"]
+	k, present, err := idempotencyKey(r.Header)
+	if err != nil {
+		return err
+	}
 	if !present {
 		res, err := write(nil)
 		if err != nil {
@@ -34,11 +91,12 @@ func (a *api) idempotent(w http.ResponseWriter, r *http.Request, scope, digest s
 		}
 		return writeBody(w, http.StatusCreated, renderJSON(envelope(res)))
 	}
-	k := strings.TrimSpace(strings.Join(key, ","))
-	if k == "" || len(k) > checkpointd.MaxIdempotencyKeyLength {
-		return fmt.Errorf("%w: it must be 1-%d characters", errBadIdempotencyKey, checkpointd.MaxIdempotencyKeyLength)
+	if ks.admit != nil {
+		if err := ks.admit(); err != nil {
+			return err
+		}
 	}
-	claim, replay, err := a.Store.ClaimIdempotency(r.Context(), scope, k, digest)
+	claim, replay, err := a.Store.ClaimIdempotency(r.Context(), ks.name, k, digest)
 	switch {
 	case errors.Is(err, checkpointd.ErrIdempotencyConflict):
 		a.Metrics.Idempotency(metrics.IdemConflict)
@@ -54,7 +112,7 @@ func (a *api) idempotent(w http.ResponseWriter, r *http.Request, scope, digest s
 		return writeBody(w, http.StatusOK, replay.Body)
 	}
 	var body []byte
-	idem := &store.Idempotency{Scope: scope, Key: k, Claim: claim, Status: http.StatusCreated,
+	idem := &store.Idempotency{Scope: ks.name, Key: k, Claim: claim, Status: http.StatusCreated,
 		Render: func(res any) ([]byte, error) {
 			body = renderJSON(envelope(res))
 			return body, nil
@@ -62,7 +120,7 @@ func (a *api) idempotent(w http.ResponseWriter, r *http.Request, scope, digest s
 	if _, err := write(idem); err != nil {
 		// Release the key so a retry runs again; the request failed as a
 		// whole, so there is nothing to replay.
-		if rerr := a.Store.ReleaseIdempotency(context.WithoutCancel(r.Context()), scope, k, claim); rerr != nil {
+		if rerr := a.Store.ReleaseIdempotency(context.WithoutCancel(r.Context()), ks.name, k, claim); rerr != nil {
 			a.log.WarnContext(r.Context(), "release idempotency key", slog.Any("err", rerr))
 		}
 		return err

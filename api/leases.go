@@ -25,6 +25,11 @@ func (a *api) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &q); err != nil {
 		return err
 	}
+	// The resource is matched as named (identifiers.go): one that looks
+	// like a secret is refused, never stored in the lease or its event.
+	if ps := identifying([2]string{"/resource/repo", q.Resource.Repo}, [2]string{"/resource/branch", q.Resource.Branch}); ps != nil {
+		return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
+	}
 	l, err := a.Leases.Acquire(r.Context(), lease.Request{Resource: q.Resource, SessionID: q.SessionID,
 		RunID: q.RunID, TTLSeconds: q.TTLSeconds, InScope: principal(r).InScope})
 	var held *store.LeaseHeldError

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/api"
+	"github.com/checkpointd/checkpointd/redact"
 	"github.com/checkpointd/checkpointd/store/storetest"
 	"github.com/checkpointd/checkpointd/webhook"
 )
@@ -92,4 +94,81 @@ func TestRequestLogs(t *testing.T) {
 	if !strings.Contains(all, `"route":"/v1/sessions"`) || !strings.Contains(all, `"route":"/webhooks/gitea"`) {
 		t.Errorf("access lines without route patterns:\n%s", all)
 	}
+}
+
+// TestRequestIDNeverASecret: a client's X-Request-Id is echoed and logged
+// in every line of its request, so one that redaction would change (a
+// token, `token=…`) is not adopted: the request gets an id of the
+// daemon's own, and the client's value is in neither the answer nor the
+// log. Plain ids, including hex trace ids, are kept.
+func TestRequestIDNeverASecret(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h, logs, _ := loggedHarness(t, b)
+		send := func(id string) string {
+			req := httptest.NewRequest("GET", "/v1/sessions", nil)
+			req.Header.Set("Authorization", "Bearer "+h.reader)
+			req.Header.Set("X-Request-Id", id)
+			rec := httptest.NewRecorder()
+			h.serve(rec, req)
+			if rec.Code != 200 {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			return rec.Header().Get("X-Request-Id")
+		}
+		var planted []needle
+		for _, e := range secretCorpus(t) {
+			for _, id := range []string{e.secret, "token=" + e.secret} {
+				red, _, _ := redact.String(id)
+				if len(id) > 64 || red == id || strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r > '~' }) {
+					continue
+				}
+				got := send(id)
+				if got == "" || got == id || strings.Contains(got, e.secret) {
+					t.Errorf("secrets.txt:%d: X-Request-Id %q answered as %q", e.line, id, got)
+				}
+				planted = append(planted, needleFor(fmt.Sprintf("secrets.txt:%d", e.line), e.secret))
+			}
+		}
+		if len(planted) < 40 {
+			t.Fatalf("only %d token-shaped request ids planted", len(planted))
+		}
+		if leaked := found(logs.Bytes(), planted); leaked != nil {
+			t.Errorf("the log holds %v", leaked)
+		}
+		for _, id := range []string{"proxy-42.a:b", "4bf92f3577b34da6a3ce929d0e0e4736", "00-4bf92f3577b34da6-01", "req_01a2310a298e7559"} {
+			if got := send(id); got != id {
+				t.Errorf("plain request id %q answered as %q", id, got)
+			}
+		}
+	})
+}
+
+// TestLogLinesRedactWhatTheClientChose: the method and the path of a
+// request are the client's too. A token-shaped method is logged redacted
+// in the access line, and the path of a failed request (here the store
+// is gone, so the token lookup fails with 503 and the failure is logged)
+// is logged redacted.
+func TestLogLinesRedactWhatTheClientChose(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h, logs, _ := loggedHarness(t, b)
+		const ghp = "ghp_9XmjgiUy3eB9urqHKOQXJCj0i12B1tjYeNth" // github_token of secrets.txt
+		req := httptest.NewRequest(ghp, "/v1/sessions", nil)
+		req.Header.Set("Authorization", "Bearer "+h.reader)
+		rec := httptest.NewRecorder()
+		h.serve(rec, req)
+		if rec.Code != 405 {
+			t.Fatalf("method %s: %d, want 405", ghp, rec.Code)
+		}
+		if err := h.store.Close(); err != nil {
+			t.Fatal(err)
+		}
+		h.do("GET", "/v1/sessions/"+ghp, h.reader, nil).expect(t, 503, "store_unavailable")
+		log := logs.Bytes()
+		if !strings.Contains(string(log), `"msg":"request failed"`) {
+			t.Fatalf("the 503 was not logged: the search is blind:\n%s", log)
+		}
+		if strings.Contains(string(log), ghp) {
+			t.Errorf("the log holds the token:\n%s", log)
+		}
+	})
 }

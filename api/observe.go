@@ -21,11 +21,13 @@ const maxRequestID = 64
 // requestID gives every request an id: the client's X-Request-Id when it
 // is short and plain (so a proxy's id joins the logs up), else a new one.
 // It is in the request's context (middleware.GetReqID, and every log line
-// through LogHandler) and in the response's X-Request-Id.
+// through LogHandler) and in the response's X-Request-Id. An id that looks
+// like a secret (redaction would change it) is not plain: it would be
+// echoed and logged, and a rewritten one would join nothing up.
 func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
-		if !plainID(id) {
+		if !plainID(id) || looksLikeSecret(id) {
 			id = checkpointd.NewID("req_")
 		}
 		w.Header().Set(RequestIDHeader, id)
@@ -59,8 +61,9 @@ var quietRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics":
 
 // observe writes one access log line per request and counts it in the
 // metrics, by route pattern (never the path: it carries ids) and status.
-// The line has the method, route, status, duration, size and request id;
-// never the query string, a header value or a body.
+// The line has the method (redacted: any token is a method to net/http),
+// route, status, duration, size and request id; never the query string, a
+// header value or a body.
 func (a *api) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -77,7 +80,7 @@ func (a *api) observe(next http.Handler) http.Handler {
 			if quietRoutes[route] {
 				level = slog.LevelDebug
 			}
-			a.log.LogAttrs(r.Context(), level, "request", slog.String("method", r.Method), slog.String("route", route),
+			a.log.LogAttrs(r.Context(), level, "request", slog.String("method", safeText(r.Method)), slog.String("route", route),
 				slog.Int("status", status), slog.Duration("duration", took), slog.Int("bytes", ww.BytesWritten()))
 		}()
 		next.ServeHTTP(ww, r)

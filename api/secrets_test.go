@@ -107,7 +107,9 @@ func docSlot(name string, max int, lines bool, path ...any) slot {
 
 // plantSlots are every free-text field of schema v1 (docs/schema/checkpoint.v1.json:
 // "text" 65536, "summary" 4096, "line" fields without control characters),
-// the free-text metadata of a new session, and a takeover.
+// the free-text metadata of a new session, and a takeover. The identifying
+// fields (branch, worktree, repo) are refused instead when they look like
+// a secret: TestIdentifiersThatLookLikeSecretsRefused.
 var plantSlots = []slot{
 	docSlot("note", 65536, true, "note"),
 	docSlot("evidence[0].summary", 4096, true, "evidence", 0, "summary"),
@@ -123,11 +125,15 @@ var plantSlots = []slot{
 	docSlot("next_action.prompt", 65536, true, "next_action", "prompt"),
 	docSlot("last_completed_action.summary", 4096, true, "last_completed_action", "summary"),
 	docSlot("identity.instance", 128, false, "identity", "instance"),
-	docSlot("workspace.worktree", 4096, false, "workspace", "worktree"),
+	docSlot("workspace.base", 255, false, "workspace", "base"),
 	{name: "session agent.instance", where: "session", path: []any{"agent", "instance"},
 		answer: []any{"run", "agent", "instance"}, read: []any{"session", "current_run", "agent", "instance"}, max: checkpointd.MaxNameLength},
-	{name: "session worktree", where: "session", path: []any{"worktree"},
-		answer: []any{"session", "worktree"}, read: []any{"session", "worktree"}, max: checkpointd.MaxPathLength},
+	{name: "session agent.model", where: "session", path: []any{"agent", "model"},
+		answer: []any{"run", "agent", "model"}, read: []any{"session", "current_run", "agent", "model"}, max: checkpointd.MaxNameLength},
+	{name: "session agent.provider", where: "session", path: []any{"agent", "provider"},
+		answer: []any{"run", "agent", "provider"}, read: []any{"session", "current_run", "agent", "provider"}, max: checkpointd.MaxNameLength},
+	{name: "session agent.runtime_version", where: "session", path: []any{"agent", "runtime_version"},
+		answer: []any{"run", "agent", "runtime_version"}, read: []any{"session", "current_run", "agent", "runtime_version"}, max: checkpointd.MaxNameLength},
 	{name: "session capabilities[0]", where: "session", path: []any{"capabilities", 0},
 		answer: []any{"session", "capabilities", 0}, read: []any{"session", "capabilities", 0}, max: checkpointd.MaxNameLength},
 	{name: "takeover reason", where: "run", path: []any{"reason"},
@@ -682,30 +688,64 @@ func TestSecretsNeverLeave(t *testing.T) {
 // TestProblemDetailsDoNotEchoSecrets sends request fields the API checks
 // but does not redact before it rejects them: a 4xx answer goes back over
 // the wire and into client logs, so it must not repeat a secret either.
+// Every secret of the corpus that redaction recognises on its own (a
+// prefixed token, not one that needs its context) is planted where a
+// problem detail would quote it: a lowercase token-shaped stage or role
+// (they pass the name pattern and are quoted as "not configured"), the
+// name of an unknown field, a repo and branch the server compares. The
+// answer may say what was wrong, redacted, never the secret.
 func TestProblemDetailsDoNotEchoSecrets(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newHarness(t, b)
-		id, _, _ := h.newSession()
+		id, run, tok := h.newSession()
 		const ghp = "ghp_9XmjgiUy3eB9urqHKOQXJCj0i12B1tjYeNth" // github_token of secrets.txt
-		cases := []struct {
+		type echoCase struct {
 			name   string
 			method string
 			path   string
 			body   any
 			status int
 			code   string
-		}{
-			{"session role", "POST", "/v1/sessions", map[string]any{"repo": "acme/widgets", "role": ghp}, 422, "invalid_request"},
-			{"end run_id", "POST", "/v1/sessions/" + id + "/end", map[string]any{"run_id": ghp, "outcome": "completed"}, 409, "run_superseded"},
+			secret string
+		}
+		cases := []echoCase{
+			{"session role", "POST", "/v1/sessions", map[string]any{"repo": "acme/widgets", "role": ghp}, 422, "invalid_request", ghp},
+			{"end run_id", "POST", "/v1/sessions/" + id + "/end", map[string]any{"run_id": ghp, "outcome": "completed"}, 409, "run_superseded", ghp},
+		}
+		cpPath := "/v1/sessions/" + id + "/checkpoints"
+		names := []string{ // token shapes that are also lowercase names
+			"ghp_9xmjgiuy3eb9urqhkoqxjcj0i12b1tjyenth", "sk-proj-abcdefghij0123456789klmnopqrst",
+			"glpat-abcdefghij0123456789", "xoxb-123456789012-abcdefghijkl",
+		}
+		for _, n := range names {
+			if red, _, _ := redact.String(n); red == n {
+				t.Fatalf("%s is not redacted: the case proves nothing", n)
+			}
+			cases = append(cases,
+				echoCase{"stage " + n, "POST", cpPath, checkpointDoc(run, tok, func(d map[string]any) { d["stage"] = n }), 422, "invalid_checkpoint", n},
+				echoCase{"checkpoint role " + n, "POST", cpPath, checkpointDoc(run, tok, func(d map[string]any) { d["role"] = n }), 422, "invalid_checkpoint", n},
+				echoCase{"session role " + n, "POST", "/v1/sessions", map[string]any{"repo": "acme/widgets", "role": n}, 422, "invalid_request", n})
+		}
+		for _, e := range secretCorpus(t) {
+			if red, _, _ := redact.String(e.secret); red == e.secret {
+				continue // recognised only in its context: nothing in a detail could tell
+			}
+			field := fmt.Sprintf("secrets.txt:%d", e.line)
+			cases = append(cases,
+				echoCase{"unknown session field " + field, "POST", "/v1/sessions", map[string]any{"repo": "acme/widgets", "role": "author", e.secret: 1}, 422, "invalid_request", e.secret},
+				echoCase{"unknown checkpoint field " + field, "POST", cpPath, checkpointDoc(run, tok, func(d map[string]any) { d[e.secret] = 1 }), 422, "invalid_checkpoint", e.secret},
+				echoCase{"unknown lease field " + field, "POST", "/v1/leases", map[string]any{"resource": issue(1), "session_id": id, "run_id": run, "ttl_seconds": 60, e.secret: 1}, 422, "invalid_request", e.secret},
+				echoCase{"unknown run field " + field, "POST", "/v1/sessions/" + id + "/runs", map[string]any{"takeover": true, e.secret: 1}, 422, "invalid_request", e.secret})
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				r := h.do(c.method, c.path, h.agent, c.body).expect(t, c.status, c.code)
-				if bytes.Contains(r.raw, []byte(ghp)) {
-					t.Errorf("the %d answer echoes the token: %s", c.status, r.raw)
+				if leaked := found(r.raw, []needle{needleFor("the secret", c.secret)}); leaked != nil {
+					t.Errorf("the %d answer echoes the secret: %s", c.status, r.raw)
 				}
 			})
 		}
+		t.Logf("%d requests", len(cases))
 	})
 }
 

@@ -1,11 +1,10 @@
 package api
 
 import (
-	"github.com/checkpointd/checkpointd/redact"
-
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -13,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/redact"
 	"github.com/checkpointd/checkpointd/store"
 )
 
@@ -55,6 +55,11 @@ func (q *createSessionRequest) validate(wf checkpointd.Workflow) error {
 	}
 	if len(q.Worktree) > checkpointd.MaxPathLength {
 		add("/worktree", fmt.Sprintf("at most %d bytes", checkpointd.MaxPathLength))
+	}
+	for _, p := range identifying([2]string{"/repo", q.Repo}, [2]string{"/branch", q.Branch}, [2]string{"/worktree", q.Worktree}) {
+		if !slices.ContainsFunc(ps, func(had checkpointd.Problem) bool { return had.Path == p.Path }) {
+			ps = append(ps, p) // one problem per field: a malformed value says so first
+		}
 	}
 	ps = append(ps, validateAgent("/agent", q.Agent)...)
 	if len(q.Capabilities) > checkpointd.MaxCapabilities {
@@ -114,7 +119,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Session-creation keys are scoped to the token: the session does not
 	// exist yet.
-	return a.idempotent(w, r, "tok:"+principal(r).TokenID, digest,
+	return a.idempotent(w, r, tokenKeys(r), digest,
 		func(idem *store.Idempotency) (any, error) {
 			in.Idempotency = idem
 			return a.Store.CreateSession(r.Context(), in)
@@ -127,11 +132,11 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 // redactSession redacts the free-text metadata of a new session before it is
-// stored: agents paste tokens anywhere. Repo and branch are identifiers the
-// forge matches on and pass validation that leaves no room for a secret's
-// context.
+// stored: agents paste tokens anywhere. Repo, branch and worktree are
+// identifying (identifiers.go): validate refused them if they looked like
+// secrets.
 func redactSession(in *store.NewSession) error {
-	fields := []*string{&in.Worktree, &in.Agent.Runtime, &in.Agent.RuntimeVersion, &in.Agent.Provider,
+	fields := []*string{&in.Agent.Runtime, &in.Agent.RuntimeVersion, &in.Agent.Provider,
 		&in.Agent.Model, &in.Agent.Instance}
 	for i := range in.Capabilities {
 		fields = append(fields, &in.Capabilities[i])

@@ -23,7 +23,9 @@ type CheckpointWrite struct {
 	Digest     string
 	Redactions int
 	// InScope, when set, must accept the session's repo: the caller's token
-	// scope is checked on the row the write locks, without a second read.
+	// scope is checked on the row the write locks, without a second read,
+	// and before any other answer (a superseded run, a stale fencing token,
+	// an ended session): ErrForbidden tells an outsider nothing else.
 	InScope func(repo string) bool
 	// Idempotency, when set, records the response under a claimed key.
 	Idempotency *Idempotency
@@ -73,8 +75,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // with its event, in one transaction. The writer must be the session's
 // current run at its fencing token; completeness is judged here, inside the
 // transaction, because it depends on the leases held at write time.
-// Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded,
-// ErrInvalidCheckpoint (target or role not the session's), ErrStoreUnavailable.
+// Errors: ErrNotFound, ErrForbidden (out of InScope, before any other),
+// ErrSessionEnded, ErrRunSuperseded, ErrInvalidCheckpoint (target or role
+// not the session's), ErrStoreUnavailable.
 func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkpointd.Checkpoint, error) {
 	defer s.requestEnded(w.Idempotency)
 	ctx = s.noting(ctx, CauseCheckpoint)
@@ -118,13 +121,15 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK,
 			&boundBranch, &boundPR, &was.complete, &was.missing, &was.ready, &was.branch, &was.pr)
 		if errors.Is(err, sql.ErrNoRows) {
-			return s.whyRejected(ctx, tx, w.SessionID, doc.RunID, doc.FencingToken)
+			return s.refusedRun(ctx, tx, w.SessionID, doc.RunID, doc.FencingToken, w.InScope)
 		}
 		if err != nil {
 			return err
 		}
+		// Scope before everything else the write may answer (binding,
+		// completeness); the transaction rolls the advance back.
 		if w.InScope != nil && !w.InScope(repo) {
-			return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, repo)
+			return outOfScope(repo)
 		}
 		if err := checkBinding(doc, repo, role); err != nil {
 			return err

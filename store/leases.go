@@ -27,7 +27,8 @@ type NewLease struct {
 	SessionID string
 	RunID     string
 	TTL       time.Duration
-	// InScope, when set, must accept the session's repo.
+	// InScope, when set, must accept the session's repo, checked before
+	// anything else is answered (the run, the session's end, the resource).
 	InScope func(repo string) bool
 }
 
@@ -65,8 +66,8 @@ INSERT INTO leases (id, resource_key, kind, repo, repo_key, number, branch, sess
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?, ?, ?)`
 
 // AcquireLease grants a resource to a session's current run for ttl.
-// Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded, ErrForbidden,
-// ErrInvalidRequest (a resource of another repo than the session's),
+// Errors: ErrNotFound, ErrForbidden (out of InScope, before any other),
+// ErrSessionEnded, ErrRunSuperseded, ErrInvalidRequest (a resource of another repo than the session's),
 // *LeaseHeldError (ErrLeaseHeld), ErrStoreUnavailable.
 func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lease, error) {
 	ctx = s.noting(ctx, CauseLease)
@@ -79,13 +80,13 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 		var repo string
 		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), in.SessionID, in.RunID).Scan(&repo)
 		if errors.Is(err, sql.ErrNoRows) {
-			return s.whyRejected(ctx, tx, in.SessionID, in.RunID, 0)
+			return s.refusedRun(ctx, tx, in.SessionID, in.RunID, 0, in.InScope)
 		}
 		if err != nil {
 			return err
 		}
 		if in.InScope != nil && !in.InScope(repo) {
-			return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, repo)
+			return outOfScope(repo)
 		}
 		if !strings.EqualFold(repo, in.Resource.Repo) {
 			return checkpointd.Invalid("/resource/repo", "a session leases resources of its own repo only ("+repo+")")
