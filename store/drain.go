@@ -79,16 +79,41 @@ func openDrain(ctx context.Context, q sqlx.QueryerContext) (*drainRow, error) {
 
 const countOpenDrains = `SELECT COUNT(*) FROM drains WHERE is_open = 1`
 
+// The drain gate's lock (PostgreSQL): every transaction that creates a
+// session or a run holds it shared from before its "not draining" check to
+// its commit, and a drain's start takes it exclusively. Row locks cannot
+// do this: before a drain starts there is no drain row to lock, and the
+// session a create inserts is invisible to the completion until it
+// commits. With the lock a create either committed before the drain's row
+// did — the start resets it and every completion sees it — or it checks
+// after, and sees the drain. SQLite needs nothing: its one writer runs
+// these transactions one at a time.
+const (
+	lockGateShared    = `SELECT pg_advisory_xact_lock_shared(` + lockSQL + `)`
+	lockGateExclusive = `SELECT pg_advisory_xact_lock(` + lockSQL + `)`
+	gateLock          = "drain-gate"
+)
+
 // refuseIfDraining fails with ErrDraining while a drain gates new sessions
 // and runs. It runs inside the creating transaction, so every replica
-// enforces the drain row, not what it remembers.
-func refuseIfDraining(ctx context.Context, tx *sqlx.Tx) error {
+// enforces the drain row, not what it remembers, and, on PostgreSQL,
+// under the gate's lock taken shared first: the check is a statement of
+// its own, so its snapshot is taken after the lock is granted.
+func (s *Store) refuseIfDraining(ctx context.Context, tx *sqlx.Tx) error {
+	if s.dialect == migrations.Postgres {
+		if _, err := tx.ExecContext(ctx, lockGateShared, gateLock); err != nil {
+			return err
+		}
+	}
 	var n int
 	if err := tx.GetContext(ctx, &n, countOpenDrains); err != nil {
 		return err
 	}
 	if n > 0 {
 		return fmt.Errorf("%w: new sessions and runs are refused until the drain ends", checkpointd.ErrDraining)
+	}
+	if s.afterDrainCheck != nil {
+		s.afterDrainCheck(ctx, tx)
 	}
 	return nil
 }
@@ -109,13 +134,23 @@ var errDrainRace = errors.New("another drain started concurrently")
 // StartDrain starts a drain and makes every active session not ready for
 // it. When a drain is already running it returns that drain and started
 // false. A completed drain that still gates is replaced (the gate stays
-// closed throughout). Errors: ErrStoreUnavailable.
+// closed throughout). On PostgreSQL it first waits for the session creates
+// and takeovers that passed their check (the gate's lock), so a completion
+// sees every session and run that was not refused. Errors:
+// ErrStoreUnavailable.
 func (s *Store) StartDrain(ctx context.Context, reason, by string) (d *checkpointd.Drain, started bool, err error) {
 	now := s.now()
 	row := drainRow{ID: checkpointd.NewID(checkpointd.PrefixDrain), Reason: reason, StartedAt: micros(now),
 		StartedBy: by, State: string(checkpointd.DrainRunning), IsOpen: sql.NullInt64{Int64: 1, Valid: true}}
 	var running *drainRow
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if s.dialect == migrations.Postgres {
+			// Wait for the creates and takeovers past their check, and
+			// hold back the next ones until the drain row commits.
+			if _, err := tx.ExecContext(ctx, lockGateExclusive, gateLock); err != nil {
+				return err
+			}
+		}
 		cur, err := openDrain(ctx, tx)
 		if err != nil {
 			return err

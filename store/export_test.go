@@ -88,3 +88,24 @@ func (s *Store) ExclusiveHeldElsewhere(ctx context.Context, name string) (bool, 
 	}
 	return !got, nil
 }
+
+// PauseAfterDrainCheck makes pause run inside every session or run
+// creation of s once its "not draining" check passed, with the
+// transaction's PostgreSQL backend pid (0 on SQLite): a test holds the
+// window between the check and the commit open for as long as it likes.
+// nil removes it.
+func PauseAfterDrainCheck(s *Store, pause func(pid int)) {
+	if pause == nil {
+		s.afterDrainCheck = nil
+		return
+	}
+	s.afterDrainCheck = func(ctx context.Context, tx *sqlx.Tx) {
+		pid := 0
+		if s.dialect == migrations.Postgres {
+			if err := tx.GetContext(ctx, &pid, `SELECT pg_backend_pid()`); err != nil {
+				panic(err)
+			}
+		}
+		pause(pid)
+	}
+}

@@ -70,6 +70,10 @@ type Store struct {
 	// settling lets one Settle of this process run at a time (settle.go):
 	// a one-slot semaphore, so a caller can stop waiting when its ctx ends.
 	settling chan struct{}
+	// afterDrainCheck, set only by tests (export_test.go), runs in a
+	// creating transaction once its "not draining" check passed: the window
+	// a concurrent drain must not slip through, held open on purpose.
+	afterDrainCheck func(ctx context.Context, tx *sqlx.Tx)
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
