@@ -298,7 +298,8 @@ WHERE c.session_id = ? AND c.seq = `
 
 // GetCheckpoint returns one checkpoint of a session; seq 0 means the latest.
 // Errors: ErrNotFound (no such session, or a seq never written or pruned),
-// ErrGone (the session was cleared or pruned), ErrStoreUnavailable.
+// ErrGone (the session was cleared or pruned), ErrCheckpointCorrupt (it
+// cannot be read back whole), ErrStoreUnavailable.
 func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error) {
 	if err := s.settled(ctx); err != nil {
 		return nil, err
@@ -323,20 +324,8 @@ func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) 
 	if row.ParentSeq.Valid {
 		cp.ParentSeq = &row.ParentSeq.Int64
 	}
-	if err := json.Unmarshal([]byte(row.Document), &cp.Document); err != nil {
-		return nil, fmt.Errorf("%w: checkpoint %s/%d unreadable: %w", checkpointd.ErrStoreUnavailable, sessionID, row.Seq, err)
-	}
-	if row.Sealed != "" {
-		if s.keys == nil {
-			return nil, errNoKeys
-		}
-		private, err := s.keys.Open(row.Sealed, checkpointAAD(sessionID, row.Seq))
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint %s/%d: %w", sessionID, row.Seq, err)
-		}
-		if err := checkpointd.MergeSealed(&cp.Document, private); err != nil {
-			return nil, fmt.Errorf("checkpoint %s/%d: %w", sessionID, row.Seq, err)
-		}
+	if cp.Document, err = s.readBack(sessionID, row.Seq, row.Document, row.Sealed); err != nil {
+		return nil, err
 	}
 	cp.Validity = checkpointd.ValiditySuperseded
 	if row.Seq == row.Latest {

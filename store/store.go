@@ -253,7 +253,7 @@ var domainErrors = []error{
 	checkpointd.ErrGone, checkpointd.ErrIdempotencyConflict, checkpointd.ErrIdempotencyInFlight,
 	checkpointd.ErrLeaseHeld, checkpointd.ErrLeaseLost, checkpointd.ErrDraining,
 	checkpointd.ErrDrainBlocked, checkpointd.ErrStoreUnavailable, checkpointd.ErrForbidden,
-	checkpointd.ErrUnauthorized, checkpointd.ErrKey,
+	checkpointd.ErrUnauthorized, checkpointd.ErrKey, checkpointd.ErrCheckpointCorrupt,
 }
 
 // classify maps an error to the domain: domain errors pass, anything else is
