@@ -109,3 +109,6 @@ func PauseAfterDrainCheck(s *Store, pause func(pid int)) {
 		pause(pid)
 	}
 }
+
+// CheckpointAAD is what a checkpoint's sealed fields are bound to.
+func CheckpointAAD(sessionID string, seq int64) []byte { return checkpointAAD(sessionID, seq) }
