@@ -257,15 +257,16 @@ type blockerRow struct {
 	WriteFailedCode string        `db:"write_failed_code"`
 	EventSeq        int64         `db:"event_seq"`
 	CheckpointSeq   int64         `db:"checkpoint_seq"`
+	Unreadable      bool          `db:"latest_unreadable"`
 }
 
 const blockerColumns = `id, repo, role, validity, validity_reason, drain_ready, checkpoint_at, latest_complete,
-    latest_missing, write_failed_at, write_failed_code`
+    latest_missing, write_failed_at, write_failed_code, COALESCE(unreadable_seq = checkpoint_seq, FALSE) AS latest_unreadable`
 
 // blocker applies the domain's blocking rule to the row.
 func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
 	in := checkpointd.Readiness{DrainStart: start, Ready: r.DrainReady, Complete: r.LatestComplete,
-		Validity: checkpointd.Validity(r.Validity)}
+		Validity: checkpointd.Validity(r.Validity), Unreadable: r.Unreadable}
 	if r.CheckpointAt > 0 {
 		in.CheckpointAt = fromMicros(r.CheckpointAt)
 	}
