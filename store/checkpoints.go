@@ -66,8 +66,8 @@ const setReadiness = `UPDATE sessions SET leases_ok = ?, latest_complete = ?, la
 
 const insertCheckpoint = `
 INSERT INTO checkpoints (session_id, seq, parent_seq, run_id, fencing_token, created_at, stage,
-    branch, head, digest, redactions, complete, missing, document, sealed)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+    branch, head, digest, redactions, complete, missing, document, sealed, document_digest)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // WriteCheckpoint appends an immutable checkpoint as the session's next seq,
 // with its event, in one transaction. The writer must be the session's
@@ -190,7 +190,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		}
 		if _, err := tx.StmtxContext(ctx, hot.insertCheckpoint).ExecContext(ctx, w.SessionID, seq, cp.ParentSeq, doc.RunID,
 			doc.FencingToken, micros(now), doc.Stage, ws.Branch, head, w.Digest, w.Redactions, cp.Complete,
-			string(missingJSON), string(clearJSON), s.keys.Seal(private, checkpointAAD(w.SessionID, seq))); err != nil {
+			string(missingJSON), string(clearJSON), s.keys.Seal(private, checkpointAAD(w.SessionID, seq)), documentDigest(clearJSON)); err != nil {
 			return err
 		}
 		evData, err := json.Marshal(map[string]any{"seq": seq, "stage": doc.Stage, "complete": cp.Complete, "missing": cp.Missing, "digest": w.Digest})
@@ -284,6 +284,7 @@ type checkpointRow struct {
 	Missing    string        `db:"missing"`
 	Document   string        `db:"document"`
 	Sealed     string        `db:"sealed"`
+	DocDigest  string        `db:"document_digest"`
 	Latest     int64         `db:"latest"`
 	Validity   string        `db:"validity"`
 	Reason     string        `db:"validity_reason"`
@@ -291,7 +292,7 @@ type checkpointRow struct {
 
 const selectCheckpoint = `
 SELECT c.session_id, c.seq, c.parent_seq, c.run_id, c.created_at, c.stage, c.branch, c.head,
-    c.digest, c.redactions, c.complete, c.missing, c.document, c.sealed,
+    c.digest, c.redactions, c.complete, c.missing, c.document, c.sealed, c.document_digest,
     s.checkpoint_seq AS latest, s.validity, s.validity_reason
 FROM checkpoints c JOIN sessions s ON s.id = c.session_id
 WHERE c.session_id = ? AND c.seq = `
@@ -324,7 +325,7 @@ func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) 
 	if row.ParentSeq.Valid {
 		cp.ParentSeq = &row.ParentSeq.Int64
 	}
-	if cp.Document, err = s.readBack(sessionID, row.Seq, row.Document, row.Sealed); err != nil {
+	if cp.Document, err = s.readBack(stored{sessionID, row.Seq, row.Document, row.Sealed, row.DocDigest}); err != nil {
 		return nil, err
 	}
 	cp.Validity = checkpointd.ValiditySuperseded

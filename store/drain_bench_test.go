@@ -88,9 +88,9 @@ WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0 AND (CAST(
 
 // seedCheckpoints gives each seeded session its checkpoint 1: the
 // reference document (testdata/checkpoint-full.json, ~3 KB, without its
-// leases) stored as a write stores it — the clear part, and the free text
-// sealed under the test keys for that session's row — so what the gate
-// reads back of 100k latest checkpoints is what agents write.
+// leases) stored as a write stores it — the clear part with its digest, and
+// the free text sealed under the test keys for that session's row — so
+// what the gate checks of 100k latest checkpoints is what agents write.
 func seedCheckpoints(tb testing.TB, be storetest.Backend, db *sql.DB, active int, written int64) {
 	tb.Helper()
 	raw, err := os.ReadFile("../testdata/checkpoint-full.json")
@@ -107,12 +107,13 @@ func seedCheckpoints(tb testing.TB, be storetest.Backend, db *sql.DB, active int
 	if err != nil {
 		tb.Fatal(err)
 	}
+	digest := store.DocumentDigest(clearJSON)
 	const batch = 500
 	for first := 0; first < active; first += batch {
 		var q strings.Builder
 		var args []any
 		q.WriteString(`INSERT INTO checkpoints (session_id, seq, run_id, fencing_token, created_at, stage, branch, head,
-    digest, complete, missing, document, sealed) VALUES `)
+    digest, complete, missing, document, sealed, document_digest) VALUES `)
 		for i := first; i < min(first+batch, active); i++ {
 			ph := func(v any) string {
 				args = append(args, v)
@@ -125,9 +126,9 @@ func seedCheckpoints(tb testing.TB, be storetest.Backend, db *sql.DB, active int
 			if i > first {
 				q.WriteString(", ")
 			}
-			fmt.Fprintf(&q, "(%s, 1, %s, 1, %d, 'implementing', %s, '0123456789abcdef0123456789abcdef01234567', 'hmac-sha256:v1:00', TRUE, '[]', %s, %s)",
+			fmt.Fprintf(&q, "(%s, 1, %s, 1, %d, 'implementing', %s, '0123456789abcdef0123456789abcdef01234567', 'hmac-sha256:v1:00', TRUE, '[]', %s, %s, %s)",
 				ph(id), ph("run_b"+strconv.Itoa(1000000+i)), written, ph("fix-"+strconv.Itoa(1000000+i)), ph(string(clearJSON)),
-				ph(storetest.Keys.Seal(private, store.CheckpointAAD(id, 1))))
+				ph(storetest.Keys.Seal(private, store.CheckpointAAD(id, 1))), ph(digest))
 		}
 		if _, err := db.Exec(q.String(), args...); err != nil {
 			tb.Fatalf("seed checkpoints: %v", err)

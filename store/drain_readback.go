@@ -17,8 +17,9 @@ import (
 
 // The gate vouches only for a latest checkpoint it can read back whole
 // (DESIGN §9). The session row says a session is ready; the completion
-// then reads back, on the rows it locked, the latest checkpoint of every
-// session it is about to vouch for, as a read of it would (readBack).
+// then checks, on the rows it locked, that the latest checkpoint of every
+// session it is about to vouch for reads back as a read of it would
+// (vouch: its document is the one written, its seal opens).
 // A damaged one is marked on its session (unreadable_seq, migration
 // 00013), which makes the session not ready and blocking as unknown until
 // its next checkpoint, and the decision is taken again: it blocks. Only a
@@ -42,13 +43,6 @@ type latestRef struct {
 	Seq int64
 }
 
-type latestDocument struct {
-	ID       string `db:"session_id"`
-	Seq      int64  `db:"seq"`
-	Document string `db:"document"`
-	Sealed   string `db:"sealed"`
-}
-
 // readBacks checks the latest checkpoints a completion vouches for off
 // its path: the completion fetches a chunk's documents, hands them over
 // and goes on locking and recording the next chunk while GOMAXPROCS
@@ -56,7 +50,7 @@ type latestDocument struct {
 // held in memory. wait says which did not read back.
 type readBacks struct {
 	s    *Store
-	work chan []latestDocument
+	work chan []stored
 	wg   sync.WaitGroup
 	once sync.Once
 	mu   sync.Mutex
@@ -66,7 +60,7 @@ type readBacks struct {
 
 func (s *Store) startReadBacks() *readBacks {
 	n := runtime.GOMAXPROCS(0)
-	r := &readBacks{s: s, work: make(chan []latestDocument, n), bad: map[string]int64{}}
+	r := &readBacks{s: s, work: make(chan []stored, n), bad: map[string]int64{}}
 	for range n {
 		r.wg.Add(1)
 		go func() {
@@ -79,15 +73,15 @@ func (s *Store) startReadBacks() *readBacks {
 	return r
 }
 
-func (r *readBacks) check(docs []latestDocument) {
+func (r *readBacks) check(docs []stored) {
 	for _, d := range docs {
-		_, err := r.s.readBack(d.ID, d.Seq, d.Document, d.Sealed)
+		err := r.s.vouch(d)
 		if err == nil {
 			continue
 		}
 		r.mu.Lock()
 		if errors.Is(err, checkpointd.ErrCheckpointCorrupt) {
-			r.bad[d.ID] = d.Seq
+			r.bad[d.SessionID] = d.Seq
 		} else if r.err == nil {
 			r.err = err // no keys: nothing can be read, nothing is marked
 		}
@@ -102,14 +96,14 @@ func (r *readBacks) fetch(ctx context.Context, tx *sqlx.Tx, latest []latestRef) 
 	for i, l := range latest {
 		ids[i] = l.ID
 	}
-	var docs []latestDocument
-	if err := selectIn(ctx, tx, &docs, `SELECT c.session_id, c.seq, c.document, c.sealed
+	var docs []stored
+	if err := selectIn(ctx, tx, &docs, `SELECT c.session_id, c.seq, c.document, c.sealed, c.document_digest
 FROM sessions s JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq WHERE s.id IN (?)`, ids); err != nil {
 		return err
 	}
 	found := make(map[string]int64, len(docs))
 	for _, d := range docs {
-		found[d.ID] = d.Seq
+		found[d.SessionID] = d.Seq
 	}
 	r.mu.Lock()
 	for _, l := range latest {
