@@ -118,6 +118,11 @@ type Readiness struct {
 	// WriteFailedAt is the last failed write not followed by a success
 	// (zero: none).
 	WriteFailedAt time.Time
+	// Unreadable is set when the gate found that the latest checkpoint
+	// cannot be read back whole (damaged sealed bytes, a document that does
+	// not parse, a missing row): the gate vouches for nothing it cannot
+	// read.
+	Unreadable bool
 }
 
 // DrainBlockers returns why a session blocks the drain, or nil when it does
@@ -130,7 +135,7 @@ func DrainBlockers(r Readiness) []BlockReason {
 	// The stored readiness, not the clock, says whether a checkpoint was
 	// written since the drain reset it: not ready although complete and not
 	// failed means nothing was written since.
-	if !hasCheckpoint || (!r.Ready && (r.CheckpointAt.Before(r.DrainStart) || (r.Complete && !failed))) {
+	if !hasCheckpoint || (!r.Ready && (r.CheckpointAt.Before(r.DrainStart) || (r.Complete && !failed && !r.Unreadable))) {
 		out = append(out, BlockNoCheckpoint)
 	}
 	if hasCheckpoint && !r.Complete {
@@ -146,7 +151,7 @@ func DrainBlockers(r Readiness) []BlockReason {
 	if failed {
 		out = append(out, BlockWriteFailed)
 	}
-	if hasCheckpoint && !r.Complete && r.Missing == nil && !slices.Contains(out, BlockUnknown) {
+	if (r.Unreadable || (hasCheckpoint && !r.Complete && r.Missing == nil)) && !slices.Contains(out, BlockUnknown) {
 		out = append(out, BlockUnknown)
 	}
 	if out == nil && !r.Ready {

@@ -42,6 +42,10 @@ func TestDrainBlockers(t *testing.T) {
 		{"unknown validity", with(func(r *Readiness) { r.Validity = "bogus" }), []BlockReason{BlockUnknown}},
 		{"unreadable missing rules", with(func(r *Readiness) { r.Ready, r.Complete, r.Missing = false, false, nil }),
 			[]BlockReason{BlockIncomplete, BlockUnknown}},
+		{"latest checkpoint unreadable", with(func(r *Readiness) { r.Ready, r.Unreadable = false, true }), []BlockReason{BlockUnknown}},
+		{"latest checkpoint unreadable, from before the drain", with(func(r *Readiness) { r.Ready, r.Unreadable, r.CheckpointAt = false, true, before }),
+			[]BlockReason{BlockNoCheckpoint, BlockUnknown}},
+		{"latest checkpoint unreadable yet ready", with(func(r *Readiness) { r.Unreadable = true }), []BlockReason{BlockUnknown}},
 		{"ready yet incomplete", with(func(r *Readiness) { r.Complete = false }), []BlockReason{BlockIncomplete}},
 		{"ready yet no checkpoint", with(func(r *Readiness) { r.CheckpointAt = time.Time{} }), []BlockReason{BlockNoCheckpoint}},
 		{"many at once", with(func(r *Readiness) {

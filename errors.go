@@ -24,6 +24,11 @@ var (
 	ErrUnauthorized        = errors.New("unauthorized")
 	ErrForbidden           = errors.New("forbidden")
 	ErrStoreUnavailable    = errors.New("store unavailable")
+	// ErrCheckpointCorrupt reports a stored checkpoint that cannot be read
+	// back whole: its document does not parse, or its sealed fields do not
+	// open under the server's keys. It is not the store being unreachable:
+	// retrying does not help.
+	ErrCheckpointCorrupt = errors.New("checkpoint corrupt")
 )
 
 // Problem is one reason a request or document was rejected, located by a

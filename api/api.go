@@ -87,12 +87,19 @@ type Deps struct {
 	// Errors records failed checkpoint writes durably; it defaults to a
 	// recorder over Store.
 	Errors *errlog.Recorder
+	// MaxUnrecordedFailures bounds the failed checkpoint writes kept in
+	// memory while the store cannot record them (default 10 000); past it
+	// every active session blocks the running drain (docs/drain.md).
+	MaxUnrecordedFailures int
 }
 
 type api struct {
 	Deps
 	log  *slog.Logger
 	gate drainGate
+	// unrecorded holds the failed checkpoint writes the store could not
+	// record yet (writefailures.go).
+	unrecorded unrecordedFailures
 }
 
 // New returns the HTTP handler of the whole API.
@@ -101,6 +108,10 @@ func New(d Deps) http.Handler {
 		d.MaxDocumentBytes = checkpointd.DefaultMaxDocumentBytes
 	}
 	a := &api{Deps: d, log: d.Logger}
+	a.unrecorded.max, a.unrecorded.wake = d.MaxUnrecordedFailures, make(chan struct{}, 1)
+	if a.unrecorded.max <= 0 {
+		a.unrecorded.max = DefaultMaxUnrecordedFailures
+	}
 	a.gate.ttl = d.DrainHeaderTTL
 	if a.gate.ttl == 0 {
 		a.gate.ttl = defaultGateTTL

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -21,12 +22,19 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			a.writeProblem(w, r, fmt.Errorf("%w: a bearer token is required", checkpointd.ErrUnauthorized))
 			return
 		}
-		p, err := a.Store.Authenticate(r.Context(), checkpointd.HashToken(strings.TrimSpace(secret)))
+		hash := checkpointd.HashToken(strings.TrimSpace(secret))
+		p, err := a.Store.Authenticate(r.Context(), hash)
 		if err != nil {
+			if errors.Is(err, checkpointd.ErrStoreUnavailable) {
+				// A checkpoint write that fails here must still block a
+				// drain: kept until its token can be looked up.
+				a.noteUnauthenticatedWrite(r, hash)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="checkpointd", error="invalid_token"`)
 			a.writeProblem(w, r, err)
 			return
 		}
+		a.unrecorded.wakeRetry() // the store answers: record what waits for it
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }

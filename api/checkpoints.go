@@ -30,6 +30,10 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 			a.recordWriteFailure(r, id, raw, err)
 		}
 	}()
+	// A failure of this session kept while the store was away is recorded
+	// before this write, which then clears it (writefailures.go); if it
+	// cannot be, it stays kept.
+	_ = a.recordUnrecorded(r.Context(), id)
 	raw, err = readBody(w, r, a.MaxDocumentBytes)
 	if err != nil {
 		return err
@@ -51,6 +55,7 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 			})
 			if err == nil {
 				committed, redactions = true, cp.Redactions
+				a.unrecorded.forgetSession(id) // superseded, as the write clears a recorded failure
 			}
 			return cp, err
 		},

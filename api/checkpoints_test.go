@@ -153,3 +153,34 @@ func TestHealthSchemaAndRouting(t *testing.T) {
 		h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok)).expect(t, 503, "store_unavailable")
 	})
 }
+
+// TestCorruptCheckpointIs500: a stored document that no longer parses, or
+// is not the one written, is not the store being unreachable: reading it answers 500
+// checkpoint_corrupt with a generic detail, as a seal that does not open
+// does, never 503 store_unavailable (a client would wait and retry).
+func TestCorruptCheckpointIs500(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h, _, url := loggedHarness(t, b)
+		id, run, tok := h.newSession()
+		path := "/v1/sessions/" + id
+		for range 4 {
+			h.do("POST", path+"/checkpoints", h.agent, checkpointDoc(run, tok)).expect(t, 201, "")
+		}
+		db, rebind := rawSQL(t, b, url)
+		for seq, doc := range map[int]string{1: "not json", 2: `{"schema_version": 1, "stage": 5}`, 3: `{"schema_version": 1, "leases": {}}`} {
+			if _, err := db.Exec(rebind(`UPDATE checkpoints SET document = ? WHERE session_id = ? AND seq = ?`), doc, id, seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Damage that still parses: the digest written with the document tells.
+		if _, err := db.Exec(rebind(`UPDATE checkpoints SET document = replace(document, 'implementing', 'implementinG') WHERE session_id = ? AND seq = 4`), id); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"/checkpoints/1", "/checkpoints/2", "/checkpoints/3", "/checkpoints/4", "/checkpoints/latest", "/resume"} {
+			r := h.do("GET", path+p, h.agent, nil).expect(t, 500, "checkpoint_corrupt")
+			if d := r.str("detail"); d != "the stored checkpoint cannot be read back whole; see the daemon log" {
+				t.Errorf("GET %s: detail %q", p, d)
+			}
+		}
+	})
+}

@@ -31,7 +31,8 @@ type DrainStore interface {
 	DrainStatus(ctx context.Context, q store.DrainQuery) (*store.DrainStatus, error)
 	DrainUnverified(ctx context.Context, limit int) ([]string, error)
 	DrainGating(ctx context.Context) (bool, error)
-	RecordWriteFailure(ctx context.Context, sessionID, runID, code string) (bool, error)
+	RecordWriteFailure(ctx context.Context, f store.WriteFailure) (bool, error)
+	RecordLostWriteFailures(ctx context.Context, code string) (int64, error)
 }
 
 // Verifier re-checks sessions against the forge before the gate decides,
@@ -116,6 +117,9 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := a.recordBeforeDeciding(r.Context()); err != nil {
+		return err
+	}
 	st, err := a.Store.DrainStatus(r.Context(), store.DrainQuery{Limit: limit, After: c.ID, Scope: principal(r).ScopeFilter()})
 	if err != nil {
 		return err
@@ -142,6 +146,10 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 	limit, err := pageLimit(r)
 	if err != nil {
+		return err
+	}
+	if err := a.recordBeforeDeciding(r.Context()); err != nil {
+		a.Metrics.DrainDecision("failed")
 		return err
 	}
 	if a.Verifier != nil {
@@ -178,6 +186,17 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
+}
+
+// recordBeforeDeciding records the failed checkpoint writes this replica
+// keeps because the store could not record them: no status or decision is
+// answered while one is unrecorded (the gate fails closed, 503).
+func (a *api) recordBeforeDeciding(ctx context.Context) error {
+	if err := a.recordUnrecorded(ctx, ""); err != nil {
+		return fmt.Errorf("%w: failed checkpoint writes kept while the store was away cannot be recorded: %w",
+			checkpointd.ErrStoreUnavailable, err)
+	}
+	return nil
 }
 
 // noteBlocked records a blocked decision in the blocking sessions' logs
@@ -308,8 +327,9 @@ func (g *drainGate) set(v bool) {
 // (409). Only a caller whose token covers the session's repo leaves a
 // record: a document is validated before the scope is checked, and a
 // token for other repos must not mark their sessions failed. It runs in
-// its own transaction, detached from the client's connection; if it fails
-// too, the store is failing and the gate's own reads fail closed.
+// its own transaction, detached from the client's connection; when the
+// store cannot be read or written, the failure is kept in memory and
+// recorded once it is back (writefailures.go).
 func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, cause error) {
 	p := problemFor(cause)
 	switch {
@@ -322,13 +342,6 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	// One bound for all of it: a store that hangs must not hold the answer.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if sess, err := a.Store.GetSession(ctx, sessionID); err != nil || !principal(r).InScope(sess.Repo) {
-		return // unknown, gone, unreadable (the store is failing) or not the caller's
-	}
-	if !errors.Is(cause, checkpointd.ErrStoreUnavailable) { // that one is counted in the store's metrics
-		a.Errors.Record(ctx, checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite,
-			Code: p.Code, SessionID: sessionID, Detail: p.Detail})
-	}
 	// The run the document names, read leniently: a document too broken to
 	// name one is recorded too, since it cannot be shown to be another run's.
 	var named struct {
@@ -338,10 +351,26 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	if !checkpointd.ValidID(named.RunID) {
 		named.RunID = ""
 	}
-	recorded, err := a.Store.RecordWriteFailure(ctx, sessionID, named.RunID, p.Code)
+	keep := unrecordedFailure{sessionID: sessionID, runID: named.RunID, code: p.Code, principal: principal(r), at: time.Now()}
+	sess, err := a.Store.GetSession(ctx, sessionID)
+	switch {
+	case errors.Is(err, checkpointd.ErrNotFound), errors.Is(err, checkpointd.ErrGone):
+		return // no such session: not its failure
+	case err != nil:
+		a.noteUnrecorded(ctx, keep) // the store is failing: recorded once it is back
+		return
+	case !principal(r).InScope(sess.Repo):
+		return // not the caller's
+	}
+	if !errors.Is(cause, checkpointd.ErrStoreUnavailable) { // that one is counted in the store's metrics
+		a.Errors.Record(ctx, checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite,
+			Code: p.Code, SessionID: sessionID, Detail: p.Detail})
+	}
+	recorded, err := a.Store.RecordWriteFailure(ctx, store.WriteFailure{SessionID: sessionID, RunID: named.RunID, Code: p.Code})
 	if err != nil {
 		a.log.ErrorContext(ctx, "drain: cannot record a failed checkpoint write", slog.String("session", sessionID),
 			slog.String("code", p.Code), slog.Any("err", err))
+		a.noteUnrecorded(ctx, keep)
 		return
 	}
 	if recorded {

@@ -41,6 +41,7 @@ var errorStatus = []struct {
 	{checkpointd.ErrDrainBlocked, http.StatusConflict, "drain_blocked"},
 	{errDrainRunning, http.StatusConflict, "drain_running"},
 	{checkpointd.ErrDraining, http.StatusServiceUnavailable, "draining"},
+	{checkpointd.ErrCheckpointCorrupt, http.StatusInternalServerError, "checkpoint_corrupt"},
 	{checkpointd.ErrStoreUnavailable, http.StatusServiceUnavailable, "store_unavailable"},
 	{errPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
@@ -109,8 +110,11 @@ func problemFor(err error) Problem {
 			break
 		}
 	}
-	if p.Status == http.StatusServiceUnavailable && p.Code == "store_unavailable" {
+	switch p.Code {
+	case "store_unavailable":
 		p.Detail = "the store cannot be reached; nothing was changed"
+	case "checkpoint_corrupt":
+		p.Detail = "the stored checkpoint cannot be read back whole; see the daemon log"
 	}
 	var ve *checkpointd.ValidationError
 	if errors.As(err, &ve) {

@@ -940,7 +940,7 @@ func TestTamperedSealFailsClosed(t *testing.T) {
 			t.Fatalf("the intact checkpoint does not read back: %s", ok.raw)
 		}
 		for _, p := range []string{"/checkpoints/2", "/checkpoints/3", "/checkpoints/4", "/checkpoints/5", "/checkpoints/latest", "/resume"} {
-			r := h.do("GET", path+p, h.agent, nil).expect(t, 500, "internal")
+			r := h.do("GET", path+p, h.agent, nil).expect(t, 500, "checkpoint_corrupt")
 			for _, leak := range []string{"seal", "key", "authenticat", id, sealMarker} {
 				if strings.Contains(strings.ToLower(string(r.raw)), strings.ToLower(leak)) {
 					t.Errorf("GET %s: the 500 answer mentions %q: %s", p, leak, r.raw)

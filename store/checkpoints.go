@@ -68,8 +68,8 @@ const setReadiness = `UPDATE sessions SET leases_ok = ?, latest_complete = ?, la
 
 const insertCheckpoint = `
 INSERT INTO checkpoints (session_id, seq, parent_seq, run_id, fencing_token, created_at, stage,
-    branch, head, digest, redactions, complete, missing, document, sealed)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+    branch, head, digest, redactions, complete, missing, document, sealed, document_digest)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // WriteCheckpoint appends an immutable checkpoint as the session's next seq,
 // with its event, in one transaction. The writer must be the session's
@@ -196,7 +196,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		}
 		if _, err := tx.StmtxContext(ctx, hot.insertCheckpoint).ExecContext(ctx, w.SessionID, seq, cp.ParentSeq, doc.RunID,
 			doc.FencingToken, micros(now), doc.Stage, ws.Branch, head, w.Digest, w.Redactions, cp.Complete,
-			string(missingJSON), string(clearJSON), s.keys.Seal(private, checkpointAAD(w.SessionID, seq))); err != nil {
+			string(missingJSON), string(clearJSON), s.keys.Seal(private, checkpointAAD(w.SessionID, seq)), documentDigest(clearJSON)); err != nil {
 			return err
 		}
 		evData, err := json.Marshal(map[string]any{"seq": seq, "stage": doc.Stage, "complete": cp.Complete, "missing": cp.Missing, "digest": w.Digest})
@@ -290,6 +290,7 @@ type checkpointRow struct {
 	Missing    string        `db:"missing"`
 	Document   string        `db:"document"`
 	Sealed     string        `db:"sealed"`
+	DocDigest  string        `db:"document_digest"`
 	Latest     int64         `db:"latest"`
 	Validity   string        `db:"validity"`
 	Reason     string        `db:"validity_reason"`
@@ -297,14 +298,15 @@ type checkpointRow struct {
 
 const selectCheckpoint = `
 SELECT c.session_id, c.seq, c.parent_seq, c.run_id, c.created_at, c.stage, c.branch, c.head,
-    c.digest, c.redactions, c.complete, c.missing, c.document, c.sealed,
+    c.digest, c.redactions, c.complete, c.missing, c.document, c.sealed, c.document_digest,
     s.checkpoint_seq AS latest, s.validity, s.validity_reason
 FROM checkpoints c JOIN sessions s ON s.id = c.session_id
 WHERE c.session_id = ? AND c.seq = `
 
 // GetCheckpoint returns one checkpoint of a session; seq 0 means the latest.
 // Errors: ErrNotFound (no such session, or a seq never written or pruned),
-// ErrGone (the session was cleared or pruned), ErrStoreUnavailable.
+// ErrGone (the session was cleared or pruned), ErrCheckpointCorrupt (it
+// cannot be read back whole), ErrStoreUnavailable.
 func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error) {
 	if err := s.settled(ctx); err != nil {
 		return nil, err
@@ -329,20 +331,8 @@ func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) 
 	if row.ParentSeq.Valid {
 		cp.ParentSeq = &row.ParentSeq.Int64
 	}
-	if err := json.Unmarshal([]byte(row.Document), &cp.Document); err != nil {
-		return nil, fmt.Errorf("%w: checkpoint %s/%d unreadable: %w", checkpointd.ErrStoreUnavailable, sessionID, row.Seq, err)
-	}
-	if row.Sealed != "" {
-		if s.keys == nil {
-			return nil, errNoKeys
-		}
-		private, err := s.keys.Open(row.Sealed, checkpointAAD(sessionID, row.Seq))
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint %s/%d: %w", sessionID, row.Seq, err)
-		}
-		if err := checkpointd.MergeSealed(&cp.Document, private); err != nil {
-			return nil, fmt.Errorf("checkpoint %s/%d: %w", sessionID, row.Seq, err)
-		}
+	if cp.Document, err = s.readBack(stored{sessionID, row.Seq, row.Document, row.Sealed, row.DocDigest}); err != nil {
+		return nil, err
 	}
 	cp.Validity = checkpointd.ValiditySuperseded
 	if row.Seq == row.Latest {

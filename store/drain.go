@@ -79,16 +79,41 @@ func openDrain(ctx context.Context, q sqlx.QueryerContext) (*drainRow, error) {
 
 const countOpenDrains = `SELECT COUNT(*) FROM drains WHERE is_open = 1`
 
+// The drain gate's lock (PostgreSQL): every transaction that creates a
+// session or a run holds it shared from before its "not draining" check to
+// its commit, and a drain's start takes it exclusively. Row locks cannot
+// do this: before a drain starts there is no drain row to lock, and the
+// session a create inserts is invisible to the completion until it
+// commits. With the lock a create either committed before the drain's row
+// did — the start resets it and every completion sees it — or it checks
+// after, and sees the drain. SQLite needs nothing: its one writer runs
+// these transactions one at a time.
+const (
+	lockGateShared    = `SELECT pg_advisory_xact_lock_shared(` + lockSQL + `)`
+	lockGateExclusive = `SELECT pg_advisory_xact_lock(` + lockSQL + `)`
+	gateLock          = "drain-gate"
+)
+
 // refuseIfDraining fails with ErrDraining while a drain gates new sessions
 // and runs. It runs inside the creating transaction, so every replica
-// enforces the drain row, not what it remembers.
-func refuseIfDraining(ctx context.Context, tx *sqlx.Tx) error {
+// enforces the drain row, not what it remembers, and, on PostgreSQL,
+// under the gate's lock taken shared first: the check is a statement of
+// its own, so its snapshot is taken after the lock is granted.
+func (s *Store) refuseIfDraining(ctx context.Context, tx *sqlx.Tx) error {
+	if s.dialect == migrations.Postgres {
+		if _, err := tx.ExecContext(ctx, lockGateShared, gateLock); err != nil {
+			return err
+		}
+	}
 	var n int
 	if err := tx.GetContext(ctx, &n, countOpenDrains); err != nil {
 		return err
 	}
 	if n > 0 {
 		return fmt.Errorf("%w: new sessions and runs are refused until the drain ends", checkpointd.ErrDraining)
+	}
+	if s.afterDrainCheck != nil {
+		s.afterDrainCheck(ctx, tx)
 	}
 	return nil
 }
@@ -109,13 +134,23 @@ var errDrainRace = errors.New("another drain started concurrently")
 // StartDrain starts a drain and makes every active session not ready for
 // it. When a drain is already running it returns that drain and started
 // false. A completed drain that still gates is replaced (the gate stays
-// closed throughout). Errors: ErrStoreUnavailable.
+// closed throughout). On PostgreSQL it first waits for the session creates
+// and takeovers that passed their check (the gate's lock), so a completion
+// sees every session and run that was not refused. Errors:
+// ErrStoreUnavailable.
 func (s *Store) StartDrain(ctx context.Context, reason, by string) (d *checkpointd.Drain, started bool, err error) {
 	now := s.now()
 	row := drainRow{ID: checkpointd.NewID(checkpointd.PrefixDrain), Reason: reason, StartedAt: micros(now),
 		StartedBy: by, State: string(checkpointd.DrainRunning), IsOpen: sql.NullInt64{Int64: 1, Valid: true}}
 	var running *drainRow
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if s.dialect == migrations.Postgres {
+			// Wait for the creates and takeovers past their check, and
+			// hold back the next ones until the drain row commits.
+			if _, err := tx.ExecContext(ctx, lockGateExclusive, gateLock); err != nil {
+				return err
+			}
+		}
 		cur, err := openDrain(ctx, tx)
 		if err != nil {
 			return err
@@ -222,15 +257,16 @@ type blockerRow struct {
 	WriteFailedCode string        `db:"write_failed_code"`
 	EventSeq        int64         `db:"event_seq"`
 	CheckpointSeq   int64         `db:"checkpoint_seq"`
+	Unreadable      bool          `db:"latest_unreadable"`
 }
 
 const blockerColumns = `id, repo, role, validity, validity_reason, drain_ready, checkpoint_at, latest_complete,
-    latest_missing, write_failed_at, write_failed_code`
+    latest_missing, write_failed_at, write_failed_code, COALESCE(unreadable_seq = checkpoint_seq, FALSE) AS latest_unreadable`
 
 // blocker applies the domain's blocking rule to the row.
 func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
 	in := checkpointd.Readiness{DrainStart: start, Ready: r.DrainReady, Complete: r.LatestComplete,
-		Validity: checkpointd.Validity(r.Validity)}
+		Validity: checkpointd.Validity(r.Validity), Unreadable: r.Unreadable}
 	if r.CheckpointAt > 0 {
 		in.CheckpointAt = fromMicros(r.CheckpointAt)
 	}
@@ -388,49 +424,4 @@ func selectIn(ctx context.Context, tx *sqlx.Tx, dest any, q string, args ...any)
 		return err
 	}
 	return tx.SelectContext(ctx, dest, tx.Rebind(q), args...)
-}
-
-// RecordWriteFailure records durably that a checkpoint write to a session
-// failed during a running drain, with the failure's problem code: the
-// session then blocks the drain with write_failed until its next successful
-// write. runID names the run the failed document claimed to be; it must be
-// the current run ("" when the document could not be read far enough to
-// say, which is recorded too: it cannot be shown to come from another run).
-// Outside a running drain nothing is recorded. It reports whether a failure
-// was recorded. Errors: ErrStoreUnavailable.
-func (s *Store) RecordWriteFailure(ctx context.Context, sessionID, runID, code string) (bool, error) {
-	// Failed writes outside a drain are common (422s) and need no record:
-	// ask the cheap question before taking the write lock.
-	var n int
-	if err := s.rdb.GetContext(ctx, &n, `SELECT COUNT(*) FROM drains WHERE is_open = 1 AND state = 'running'`); err != nil {
-		return false, s.classify(err)
-	}
-	if n == 0 {
-		return false, nil
-	}
-	now := s.now()
-	recorded := false
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		q := `UPDATE sessions SET write_failed_at = ?, write_failed_code = ?, drain_ready = FALSE, event_seq = event_seq + 1
-WHERE id = ? AND state = 'active' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`
-		args := []any{micros(now), code, sessionID}
-		if runID != "" {
-			q, args = q+` AND current_run_id = ?`, append(args, runID)
-		}
-		var r struct {
-			Seq int64  `db:"event_seq"`
-			Run string `db:"current_run_id"`
-		}
-		err := tx.GetContext(ctx, &r, tx.Rebind(q+` RETURNING event_seq, current_run_id`), args...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		recorded = true
-		return insertEvent(ctx, tx, sessionID, r.Seq, now, checkpointd.EventCheckpointWriteFailed, r.Run,
-			map[string]any{"code": code, "run_named": runID != ""})
-	})
-	return recorded, err
 }

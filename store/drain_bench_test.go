@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -51,10 +52,6 @@ SELECT 'ses_b' || i, 'acme/r' || (i % 200), 'acme/r' || (i % 200), 'author', i, 
     '0123456789abcdef0123456789abcdef01234567', 'valid', ` + fmt.Sprint(written) + `, ` + fmt.Sprint(written) + `, TRUE, '[]', TRUE FROM n`,
 		series + `INSERT INTO runs (id, session_id, fencing_token, agent, started_at)
 SELECT 'run_b' || i, 'ses_b' || i, 1, '{"runtime":"bench"}', ` + fmt.Sprint(start) + ` FROM n`,
-		series + `INSERT INTO checkpoints (session_id, seq, run_id, fencing_token, created_at, stage, branch, head,
-    digest, complete, missing, document)
-SELECT 'ses_b' || i, 1, 'run_b' || i, 1, ` + fmt.Sprint(written) + `, 'implementing', 'fix-' || i,
-    '0123456789abcdef0123456789abcdef01234567', 'hmac-sha256:v1:00', TRUE, '[]', '{"schema_version":1}' FROM n`,
 		// The blocking ones, one reason each in turn.
 		`UPDATE sessions SET drain_ready = FALSE, checkpoint_at = ` + fmt.Sprint(start-1000) + `
 WHERE id IN (SELECT id FROM sessions WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0
@@ -71,9 +68,12 @@ WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0 AND (CAST(
 			fmt.Sprint(start) + `, 'bench', 'running', 1)`,
 		`ANALYZE`,
 	}
-	for _, q := range stmts {
+	for i, q := range stmts {
 		if _, err := db.Exec(q); err != nil {
 			tb.Fatalf("seed: %v\n%s", err, q)
+		}
+		if i == 1 {
+			seedCheckpoints(tb, be, db, active, written)
 		}
 	}
 	if be == storetest.Postgres {
@@ -84,6 +84,56 @@ WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0 AND (CAST(
 		}
 	}
 	return s
+}
+
+// seedCheckpoints gives each seeded session its checkpoint 1: the
+// reference document (testdata/checkpoint-full.json, ~3 KB, without its
+// leases) stored as a write stores it — the clear part with its digest, and
+// the free text sealed under the test keys for that session's row — so
+// what the gate checks of 100k latest checkpoints is what agents write.
+func seedCheckpoints(tb testing.TB, be storetest.Backend, db *sql.DB, active int, written int64) {
+	tb.Helper()
+	raw, err := os.ReadFile("../testdata/checkpoint-full.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var doc checkpointd.Document
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		tb.Fatal(err)
+	}
+	doc.Leases = nil
+	clear, private := checkpointd.SplitSealed(doc)
+	clearJSON, err := json.Marshal(clear)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	digest := store.DocumentDigest(clearJSON)
+	const batch = 500
+	for first := 0; first < active; first += batch {
+		var q strings.Builder
+		var args []any
+		q.WriteString(`INSERT INTO checkpoints (session_id, seq, run_id, fencing_token, created_at, stage, branch, head,
+    digest, complete, missing, document, sealed, document_digest) VALUES `)
+		for i := first; i < min(first+batch, active); i++ {
+			ph := func(v any) string {
+				args = append(args, v)
+				if be == storetest.Postgres {
+					return "$" + strconv.Itoa(len(args))
+				}
+				return "?"
+			}
+			id := "ses_b" + strconv.Itoa(1000000+i)
+			if i > first {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "(%s, 1, %s, 1, %d, 'implementing', %s, '0123456789abcdef0123456789abcdef01234567', 'hmac-sha256:v1:00', TRUE, '[]', %s, %s, %s)",
+				ph(id), ph("run_b"+strconv.Itoa(1000000+i)), written, ph("fix-"+strconv.Itoa(1000000+i)), ph(string(clearJSON)),
+				ph(storetest.Keys.Seal(private, store.CheckpointAAD(id, 1))), ph(digest))
+		}
+		if _, err := db.Exec(q.String(), args...); err != nil {
+			tb.Fatalf("seed checkpoints: %v", err)
+		}
+	}
 }
 
 // openRaw opens a plain connection pool on a test database, closed when tb

@@ -30,12 +30,23 @@ var errDrainRaced = fmt.Errorf("%w: sessions kept changing while the drain was b
 // Errors: ErrNotFound (no open drain), ErrStoreUnavailable: no decision is
 // taken from state that could not be read.
 func (s *Store) CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
-	for attempt := 0; ; attempt++ {
+	raced, marked := 0, 0
+	for {
 		if err := s.settled(ctx); err != nil {
 			return nil, err
 		}
 		d, err := s.decideDrain(ctx, by, limit)
-		if errors.Is(err, errDrainRaced) && attempt < 3 {
+		var unreadable *unreadableError
+		switch {
+		case errors.As(err, &unreadable) && marked < 3:
+			// Those sessions block as unknown from now on: decide again.
+			marked++
+			if err := s.markUnreadable(ctx, unreadable.latest); err != nil {
+				return nil, err
+			}
+			continue
+		case errors.Is(err, errDrainRaced) && raced < 3:
+			raced++
 			continue
 		}
 		return d, err
@@ -133,11 +144,15 @@ type completedEvent struct {
 }
 
 // noteCompleted locks every active session, chunk by chunk in id order,
-// checks each is still ready and records the completion in its log. It
-// returns how many sessions it recorded, or errDrainRaced when one stopped
-// being ready after the gate counted.
+// checks each is still ready, reads back its latest checkpoint and records
+// the completion in its log. It returns how many sessions it recorded,
+// errDrainRaced when one stopped being ready after the gate counted, or
+// an *unreadableError naming every latest checkpoint that does not read
+// back (drain_readback.go).
 func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, now time.Time) (int64, error) {
 	var n int64
+	checks := s.startReadBacks()
+	defer checks.stop()
 	for after := ""; ; {
 		var rows []struct {
 			ID            string `db:"id"`
@@ -154,6 +169,13 @@ func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, 
 			return 0, err
 		}
 		if len(ids) == 0 {
+			bad, err := checks.wait()
+			if err != nil {
+				return 0, err
+			}
+			if len(bad) > 0 {
+				return 0, &unreadableError{latest: bad}
+			}
 			return n, nil
 		}
 		after = ids[len(ids)-1]
@@ -164,12 +186,17 @@ RETURNING id, event_seq, drain_ready, validity, checkpoint_seq`, ids); err != ni
 			return 0, err
 		}
 		evs := make([]eventInsert, len(rows))
+		latest := make([]latestRef, len(rows))
 		for i, r := range rows {
 			if !r.Ready || r.Validity != string(checkpointd.ValidityValid) {
 				return 0, errDrainRaced
 			}
+			latest[i] = latestRef{ID: r.ID, Seq: r.CheckpointSeq}
 			evs[i] = eventInsert{sessionID: r.ID, seq: r.EventSeq, kind: checkpointd.EventDrainCompleted,
 				checkpointSeq: r.CheckpointSeq, data: completedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeCompleted, CheckpointSeq: r.CheckpointSeq}}
+		}
+		if err := checks.fetch(ctx, tx, latest); err != nil {
+			return 0, err
 		}
 		if err := insertEvents(ctx, tx, now, evs); err != nil {
 			return 0, err

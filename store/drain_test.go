@@ -575,9 +575,11 @@ func TestRecordWriteFailure(t *testing.T) {
 		s := storetest.Open(t, b, clock)
 		sess := drainSession(t, s, "acme/widgets", "author", "fix-1")
 		push(t, s, sess, headA)
+		other := drainSession(t, s, "acme/widgets", "reviewer", "fix-2")
+		push(t, s, other, headA)
 		record := func(runID string) bool {
 			t.Helper()
-			ok, err := s.RecordWriteFailure(ctx, sess.ID, runID, "invalid_checkpoint")
+			ok, err := s.RecordWriteFailure(ctx, store.WriteFailure{SessionID: sess.ID, RunID: runID, Code: "invalid_checkpoint"})
 			if err != nil {
 				t.Fatalf("RecordWriteFailure: %v", err)
 			}
@@ -590,6 +592,7 @@ func TestRecordWriteFailure(t *testing.T) {
 		startDrain(t, s)
 		clock.Advance(time.Second)
 		mustWrite(t, s, sess, drainDoc(sess, headA))
+		mustWrite(t, s, other, drainDoc(other, headA))
 		if st := drainStatus(t, s, store.DrainQuery{}); st.Counts.Blocking != 0 {
 			t.Fatalf("fresh complete valid checkpoint still blocks: %+v", st.Blocking)
 		}
@@ -616,11 +619,60 @@ func TestRecordWriteFailure(t *testing.T) {
 		if st := drainStatus(t, s, store.DrainQuery{}); st.Counts.Blocking != 0 {
 			t.Fatalf("a successful write did not clear the failure: %+v", st.Blocking)
 		}
+
+		// A failure noted while the store was unreachable: its caller's
+		// scope is checked on the row, its error record lands with it.
+		failedAt := clock.Now().Add(-time.Minute)
+		rec := &checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite, Code: "store_unavailable", SessionID: sess.ID, At: failedAt}
+		if ok, err := s.RecordWriteFailure(ctx, store.WriteFailure{SessionID: sess.ID, Code: "store_unavailable", FailedAt: failedAt,
+			InScope: func(string) bool { return false }, Record: rec}); ok || !errors.Is(err, checkpointd.ErrForbidden) {
+			t.Fatalf("out of scope: %v, %v; want ErrForbidden", ok, err)
+		}
+		if st := drainStatus(t, s, store.DrainQuery{}); st.Counts.Blocking != 0 {
+			t.Fatalf("an out-of-scope failure blocks: %+v", st.Blocking)
+		}
+		if ok, err := s.RecordWriteFailure(ctx, store.WriteFailure{SessionID: sess.ID, Code: "store_unavailable", FailedAt: failedAt,
+			InScope: func(repo string) bool { return repo == "acme/widgets" }, Record: rec}); !ok || err != nil {
+			t.Fatalf("in scope: %v, %v", ok, err)
+		}
+		evs := eventsOf(t, s, sess.ID, checkpointd.EventCheckpointWriteFailed)
+		var data struct {
+			Code     string    `json:"code"`
+			FailedAt time.Time `json:"failed_at"`
+		}
+		if err := json.Unmarshal(evs[len(evs)-1].Data, &data); err != nil || data.Code != "store_unavailable" || !data.FailedAt.Equal(failedAt) {
+			t.Errorf("the noted failure's event: %s (%v)", evs[len(evs)-1].Data, err)
+		}
+		errs, err := s.ListErrors(ctx, store.ErrorFilter{Source: checkpointd.ErrorSourceCheckpointWrite, Limit: 10})
+		if err != nil || len(errs) != 1 || errs[0].SessionID != sess.ID || errs[0].Repo != "acme/widgets" || !errs[0].At.Equal(failedAt) {
+			t.Errorf("error records %+v, %v", errs, err)
+		}
+		mustWrite(t, s, sess, drainDoc(sess, headA))
+
+		// Failures that went unrecorded: every active session blocks.
+		if n, err := s.RecordLostWriteFailures(ctx, "write_failures_lost"); n != 2 || err != nil {
+			t.Fatalf("RecordLostWriteFailures: %d, %v", n, err)
+		}
+		st = drainStatus(t, s, store.DrainQuery{})
+		if st.Counts.Blocking != 2 || st.Blocking[0].WriteFailure != "write_failures_lost" {
+			t.Fatalf("after lost failures: %+v", st.Blocking)
+		}
+		mustWrite(t, s, other, drainDoc(other, headA))
+		if st := drainStatus(t, s, store.DrainQuery{}); st.Counts.Blocking != 1 {
+			t.Fatalf("a write did not clear the lost failures: %+v", st.Blocking)
+		}
+
 		if _, err := s.EndSession(ctx, sess.ID, sess.CurrentRun.ID, checkpointd.OutcomeCompleted); err != nil {
 			t.Fatal(err)
 		}
 		if record(sess.CurrentRun.ID) {
 			t.Error("recorded a failure on an ended session")
+		}
+		if _, err := s.CancelDrain(ctx, "tok"); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.RecordLostWriteFailures(ctx, "write_failures_lost"); n != 0 || err != nil {
+			t.Errorf("RecordLostWriteFailures outside a drain: %d, %v", n, err)
 		}
 	})
 }

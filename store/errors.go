@@ -49,30 +49,33 @@ func (s *Store) RecordErrors(ctx context.Context, recs []checkpointd.ErrorRecord
 		return nil
 	}
 	now := s.now()
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		touched := map[checkpointd.ErrorSource]bool{}
-		for _, r := range recs {
-			r = r.Sanitized()
-			if !r.Source.Valid() {
-				continue
-			}
-			at := r.At
-			if at.IsZero() {
-				at = now
-			}
-			if _, err := tx.ExecContext(ctx, tx.Rebind(insertError), micros(at), string(r.Source), r.Code, r.SessionID,
-				r.Repo, r.SessionID, strings.ToLower(r.Repo), r.SessionID, r.Delivery, r.Event, r.Detail); err != nil {
-				return err
-			}
-			touched[r.Source] = true
+	return s.inTx(ctx, func(tx *sqlx.Tx) error { return s.insertErrors(ctx, tx, now, recs) })
+}
+
+// insertErrors is RecordErrors inside the caller's transaction.
+func (s *Store) insertErrors(ctx context.Context, tx *sqlx.Tx, now time.Time, recs []checkpointd.ErrorRecord) error {
+	touched := map[checkpointd.ErrorSource]bool{}
+	for _, r := range recs {
+		r = r.Sanitized()
+		if !r.Source.Valid() {
+			continue
 		}
-		for src := range touched {
-			if _, err := tx.ExecContext(ctx, tx.Rebind(trimErrors), string(src), string(src), s.errorsKeep); err != nil {
-				return err
-			}
+		at := r.At
+		if at.IsZero() {
+			at = now
 		}
-		return nil
-	})
+		if _, err := tx.ExecContext(ctx, tx.Rebind(insertError), micros(at), string(r.Source), r.Code, r.SessionID,
+			r.Repo, r.SessionID, strings.ToLower(r.Repo), r.SessionID, r.Delivery, r.Event, r.Detail); err != nil {
+			return err
+		}
+		touched[r.Source] = true
+	}
+	for src := range touched {
+		if _, err := tx.ExecContext(ctx, tx.Rebind(trimErrors), string(src), string(src), s.errorsKeep); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ErrorFilter selects durable errors to list. Zero values do not filter.

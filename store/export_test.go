@@ -131,3 +131,30 @@ func ReadyProbes(s *Store) int64 { return s.ready.probes.Load() }
 func DecideDrain(ctx context.Context, s *Store, by string, limit int) (*checkpointd.Drain, error) {
 	return s.decideDrain(ctx, by, limit)
 }
+
+// PauseAfterDrainCheck makes pause run inside every session or run
+// creation of s once its "not draining" check passed, with the
+// transaction's PostgreSQL backend pid (0 on SQLite): a test holds the
+// window between the check and the commit open for as long as it likes.
+// nil removes it.
+func PauseAfterDrainCheck(s *Store, pause func(pid int)) {
+	if pause == nil {
+		s.afterDrainCheck = nil
+		return
+	}
+	s.afterDrainCheck = func(ctx context.Context, tx *sqlx.Tx) {
+		pid := 0
+		if s.dialect == migrations.Postgres {
+			if err := tx.GetContext(ctx, &pid, `SELECT pg_backend_pid()`); err != nil {
+				panic(err)
+			}
+		}
+		pause(pid)
+	}
+}
+
+// CheckpointAAD is what a checkpoint's sealed fields are bound to.
+func CheckpointAAD(sessionID string, seq int64) []byte { return checkpointAAD(sessionID, seq) }
+
+// DocumentDigest is what a checkpoint row keeps of its clear document.
+func DocumentDigest(document []byte) string { return documentDigest(document) }

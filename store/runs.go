@@ -66,7 +66,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 		if st.State != string(checkpointd.SessionActive) {
 			return checkpointd.ErrSessionEnded
 		}
-		if err := refuseIfDraining(ctx, tx); err != nil {
+		if err := s.refuseIfDraining(ctx, tx); err != nil {
 			return err
 		}
 		if !in.Takeover {

@@ -51,7 +51,7 @@ func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.
 	agentJSON, _ := json.Marshal(in.Agent)
 	var sess *checkpointd.Session
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := refuseIfDraining(ctx, tx); err != nil {
+		if err := s.refuseIfDraining(ctx, tx); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertSession), sid, in.Repo, strings.ToLower(in.Repo), in.Role,

@@ -81,6 +81,10 @@ type Store struct {
 	inc      incarnation
 	claims   inFlight
 	releases releases
+	// afterDrainCheck, set only by tests (export_test.go), runs in a
+	// creating transaction once its "not draining" check passed: the window
+	// a concurrent drain must not slip through, held open on purpose.
+	afterDrainCheck func(ctx context.Context, tx *sqlx.Tx)
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -251,7 +255,7 @@ var domainErrors = []error{
 	checkpointd.ErrGone, checkpointd.ErrIdempotencyConflict, checkpointd.ErrIdempotencyInFlight,
 	checkpointd.ErrLeaseHeld, checkpointd.ErrLeaseLost, checkpointd.ErrDraining,
 	checkpointd.ErrDrainBlocked, checkpointd.ErrStoreUnavailable, checkpointd.ErrForbidden,
-	checkpointd.ErrUnauthorized, checkpointd.ErrKey,
+	checkpointd.ErrUnauthorized, checkpointd.ErrKey, checkpointd.ErrCheckpointCorrupt,
 }
 
 // classify maps an error to the domain: domain errors pass, anything else is

@@ -1,0 +1,103 @@
+package store
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// stored is a checkpoint as its row keeps it: the clear document, the
+// sealed free text and the digest of the document written with them.
+type stored struct {
+	SessionID string `db:"session_id"`
+	Seq       int64  `db:"seq"`
+	Document  string `db:"document"`
+	Sealed    string `db:"sealed"`
+	Digest    string `db:"document_digest"`
+}
+
+// documentDigest is what a checkpoint row keeps of its clear document
+// (document_digest, migration 00013), so that damage to it is found even
+// where it still parses.
+func documentDigest(document []byte) string {
+	sum := sha256.Sum256(document)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// checkDigest fails when the row keeps a digest its document does not
+// match. Rows written before the digest existed keep an empty one and pass.
+func (c stored) checkDigest() error {
+	if c.Digest == "" {
+		return nil
+	}
+	if subtle.ConstantTimeCompare([]byte(documentDigest([]byte(c.Document))), []byte(c.Digest)) != 1 {
+		return fmt.Errorf("%w: checkpoint %s/%d: the document is not the one written", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq)
+	}
+	return nil
+}
+
+// open opens the sealed free text under the server's keys with the row's
+// AAD; GCM authenticates it, so what opens is what was sealed.
+func (s *Store) open(c stored) ([]byte, error) {
+	if s.keys == nil {
+		return nil, errNoKeys
+	}
+	private, err := s.keys.Open(c.Sealed, checkpointAAD(c.SessionID, c.Seq))
+	if err != nil {
+		return nil, fmt.Errorf("%w: checkpoint %s/%d: %w", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq, err)
+	}
+	return private, nil
+}
+
+// readBack reads a stored checkpoint back whole: the clear document checked
+// against its digest and parsed, the sealed fields opened and merged in.
+// Every read of a checkpoint goes through it. Errors: ErrCheckpointCorrupt
+// (the document is not the one written or does not parse, the seal does
+// not open or does not hold what sealing made), ErrKey (the store has no
+// keys).
+func (s *Store) readBack(c stored) (checkpointd.Document, error) {
+	var doc checkpointd.Document
+	if err := c.checkDigest(); err != nil {
+		return doc, err
+	}
+	if err := json.Unmarshal([]byte(c.Document), &doc); err != nil {
+		return doc, fmt.Errorf("%w: checkpoint %s/%d: the document does not parse: %w", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq, err)
+	}
+	if c.Sealed == "" {
+		return doc, nil
+	}
+	private, err := s.open(c)
+	if err != nil {
+		return doc, err
+	}
+	if err := checkpointd.MergeSealed(&doc, private); err != nil {
+		return doc, fmt.Errorf("%w: checkpoint %s/%d: %w", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq, err)
+	}
+	return doc, nil
+}
+
+// vouch is what the drain gate checks of a latest checkpoint before it
+// vouches for it: that readBack would succeed. A row with a digest is
+// checked without parsing — its document is byte for byte the one this
+// daemon wrote (json.Marshal of a validated document, which parses) and
+// its seal authenticates (what SplitSealed made, which merges) — at a
+// tenth of the cost; a row written before digests is read back.
+// Errors: as readBack.
+func (s *Store) vouch(c stored) error {
+	if c.Digest == "" {
+		_, err := s.readBack(c)
+		return err
+	}
+	if err := c.checkDigest(); err != nil {
+		return err
+	}
+	if c.Sealed == "" {
+		return nil
+	}
+	_, err := s.open(c)
+	return err
+}

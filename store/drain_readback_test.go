@@ -1,0 +1,127 @@
+package store_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/store/storetest"
+)
+
+// TestDrainVouchesOnlyForWhatReadsBack: the gate completes a drain only
+// over latest checkpoints it can read back whole. A latest checkpoint
+// whose sealed bytes are damaged, whose document does not parse or whose
+// row is missing makes the completion blocked, its session blocking with
+// unknown — in the decision, in the status and in the session's log —
+// until the session writes a checkpoint that reads back.
+func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		url := storetest.URL(t, b)
+		s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+		db := openRaw(t, b, url)
+		names := map[string]string{}
+		var sessions []*checkpointd.Session
+		for _, name := range []string{"intact", "sealed", "document", "altered", "legacy", "missing"} {
+			sess := drainSession(t, s, "acme/widgets", "author", "fix-"+name)
+			push(t, s, sess, headA)
+			names[sess.ID] = name
+			sessions = append(sessions, sess)
+		}
+		startDrain(t, s)
+		seqs := map[string]int64{}
+		for _, sess := range sessions {
+			mustWrite(t, s, sess, drainDoc(sess, headA))
+			seqs[names[sess.ID]] = mustWrite(t, s, sess, drainDoc(sess, headA)).Seq
+		}
+		if st := drainStatus(t, s, store.DrainQuery{}); st.Counts.Blocking != 0 {
+			t.Fatalf("before the damage: %+v", st.Blocking)
+		}
+		damage := map[string]string{
+			"sealed":   `UPDATE checkpoints SET sealed = substr(sealed, 1, length(sealed) - 4) || 'AAAA' WHERE session_id = $1 AND seq = $2`,
+			"document": `UPDATE checkpoints SET document = '{"schema_version": 1, "stage": 5}' WHERE session_id = $1 AND seq = $2`,
+			// Still parses: only the digest written with it tells.
+			"altered": `UPDATE checkpoints SET document = replace(document, 'implementing', 'implementinG') WHERE session_id = $1 AND seq = $2`,
+			// Written before digests, and does not parse.
+			"legacy":  `UPDATE checkpoints SET document_digest = '', document = '{"leases": {}}' WHERE session_id = $1 AND seq = $2`,
+			"missing": `DELETE FROM checkpoints WHERE session_id = $1 AND seq = $2`,
+		}
+		for _, sess := range sessions {
+			name := names[sess.ID]
+			if q := damage[name]; q != "" {
+				if _, err := db.ExecContext(ctx, q, sess.ID, seqs[name]); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+			}
+		}
+		// What resume and GET read of them (a seal that does not open, a
+		// document that does not parse, no row): what the gate must not
+		// vouch for.
+		for _, sess := range sessions[1:] {
+			if _, err := s.GetCheckpoint(ctx, sess.ID, 0); err == nil {
+				t.Fatalf("%s: the damaged latest checkpoint reads back", names[sess.ID])
+			}
+		}
+
+		d, err := s.CompleteDrain(ctx, "tok_op", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unknown := []checkpointd.BlockReason{checkpointd.BlockUnknown}
+		want := map[string][]checkpointd.BlockReason{"sealed": unknown, "document": unknown, "altered": unknown, "legacy": unknown, "missing": unknown}
+		if d.State != checkpointd.DrainRunning || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
+			t.Fatalf("decision over damaged checkpoints: %s %+v", d.State, d.Decision)
+		}
+		if got := reasonsOf(d.Decision.Blocking, names); !mapsEqual(got, want) {
+			t.Errorf("decision blocks %v, want %v", got, want)
+		}
+		st := drainStatus(t, s, store.DrainQuery{})
+		if got := reasonsOf(st.Blocking, names); !mapsEqual(got, want) || st.Counts.Blocking != 5 {
+			t.Errorf("status blocks %v (%+v), want %v", got, st.Counts, want)
+		}
+		for _, sess := range sessions {
+			if n := len(eventsOf(t, s, sess.ID, checkpointd.EventDrainCompleted)); n != 0 {
+				t.Errorf("%s: %d drain.completed events", names[sess.ID], n)
+			}
+		}
+		if _, err := s.NoteDrainBlocked(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		if evs := eventsOf(t, s, sessions[1].ID, checkpointd.EventDrainBlocked); len(evs) != 1 || !slices.Contains(blockedReasons(t, evs[0]), "unknown") {
+			t.Errorf("the damaged session's log: %+v", evs)
+		}
+
+		// A checkpoint that reads back clears it.
+		for _, sess := range sessions[1:] {
+			mustWrite(t, s, sess, drainDoc(sess, headA))
+		}
+		if d := complete(t, s, 10); d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
+			t.Fatalf("after fresh checkpoints: %+v", d.Decision)
+		}
+	})
+}
+
+func mapsEqual(a, b map[string][]checkpointd.BlockReason) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func blockedReasons(t *testing.T, e checkpointd.Event) []string {
+	t.Helper()
+	var d struct {
+		Reasons []string `json:"reasons"`
+	}
+	if err := json.Unmarshal(e.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Reasons
+}
