@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -103,13 +102,6 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 		},
 	}
 	return app
-}
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // databaseURL is the configured database, or SQLite in the data directory.
