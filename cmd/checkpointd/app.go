@@ -54,10 +54,13 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 		&cli.StringFlag{Name: "log-format", Value: "text", Sources: from("CHECKPOINTD_LOG_FORMAT"), Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Sources: from("CHECKPOINTD_LOG_LEVEL"), Usage: "debug, info, warn or error"},
 	}
-	clientFlags := []cli.Flag{
-		&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080", Sources: from("CHECKPOINTD_URL"), Usage: "base URL of a running daemon"},
-		&cli.StringFlag{Name: "token", Sources: from("CHECKPOINTD_TOKEN"), Usage: "API token (operator commands default to <data-dir>/operator.token)"},
+	clientFlagsWith := func(tokenUsage string) []cli.Flag {
+		return []cli.Flag{
+			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080", Sources: from("CHECKPOINTD_URL"), Usage: "base URL of a running daemon"},
+			&cli.StringFlag{Name: "token", Sources: from("CHECKPOINTD_TOKEN"), Usage: tokenUsage},
+		}
 	}
+	clientFlags := clientFlagsWith("API token (default: the bootstrap operator token in <data-dir>/operator.token)")
 	app := &cli.Command{
 		Name:      "checkpointd",
 		Usage:     "durable, redacted checkpoints and fenced leases for autonomous coding agents on Gitea/Forgejo",
@@ -87,7 +90,7 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			},
 			tokenCommand(dataFlags, stdout),
 			keyCommand(from, dataFlags, getenv, stdout),
-			loadtestCommand(from, clientFlags, stdout),
+			loadtestCommand(from, clientFlagsWith("agent or operator API token (required; loadtest reads no token file)"), stdout),
 			reconcileCommand(from, clientFlags, stdout),
 			drainCommand(from, clientFlags, stdout),
 			sessionsCommand(from, clientFlags, stdout),
@@ -101,6 +104,7 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			},
 		},
 	}
+	finishCommandTree(app)
 	return app
 }
 
