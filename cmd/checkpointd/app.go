@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	neturl "net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -116,7 +118,28 @@ func databaseURL(c *cli.Command) string {
 	return filepath.Join(c.String("data-dir"), "checkpointd.db")
 }
 
+// checkDatabaseURL refuses a --database-url that is neither PostgreSQL
+// nor SQLite before anything is created: any other "scheme://…" would
+// otherwise become the path of a new SQLite file. The message never
+// repeats the URL, which may carry a password.
+func checkDatabaseURL(c *cli.Command) error {
+	raw := c.String("database-url")
+	scheme, _, hasScheme := strings.Cut(raw, "://")
+	switch {
+	case store.IsPostgres(raw):
+		if _, err := neturl.Parse(raw); err != nil {
+			return errors.New("--database-url is not a valid postgres:// URL (a character in the password may need %-escaping)")
+		}
+	case hasScheme && scheme != "sqlite" && !strings.ContainsAny(scheme, "/\\"):
+		return fmt.Errorf("--database-url with scheme %q: want postgres://… (or postgresql://…) for PostgreSQL, or sqlite://PATH or a file path for SQLite", scheme)
+	}
+	return nil
+}
+
 func openStore(ctx context.Context, c *cli.Command, log *slog.Logger) (*store.Store, error) {
+	if err := checkDatabaseURL(c); err != nil {
+		return nil, err
+	}
 	url := databaseURL(c)
 	if !store.IsPostgres(url) {
 		if err := ensureDir(filepath.Dir(url)); err != nil {

@@ -39,6 +39,9 @@ func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logge
 			return nil, err
 		}
 	}
+	if err := checkDatabaseURL(c); err != nil {
+		return nil, err
+	}
 	if n := c.Int("errors-keep"); n <= 0 {
 		return nil, fmt.Errorf("--errors-keep must be positive, not %d", n)
 	}
