@@ -189,7 +189,7 @@ type daemonClient struct {
 }
 
 func newDaemonClient(c *cli.Command) (*daemonClient, error) {
-	token, err := operatorToken(c)
+	token, err := clientToken(c, "an operator token")
 	if err != nil {
 		return nil, err
 	}
