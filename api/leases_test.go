@@ -403,8 +403,11 @@ func TestRenewLease(t *testing.T) {
 }
 
 // TestRenewLeaseDefaultTTL: a renewal without ttl_seconds extends the lease
-// by its original term from now, every time: an agent that renews on a
-// timer keeps a lease of constant length, and never runs into the TTL cap.
+// by its last term from now, every time: an agent that renews on a timer
+// keeps a lease of constant length, and never runs into the TTL cap. The
+// last term is the one of the last grant or renewal, not the original one
+// (docs/leases.md, docs/agent-loop.md): after a renewal for 10m, a
+// renewal without ttl_seconds is for 10m again.
 func TestRenewLeaseDefaultTTL(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newLeaseHarness(t, b)
@@ -421,6 +424,19 @@ func TestRenewLeaseDefaultTTL(t *testing.T) {
 			if got := at(t, r.get("lease", "expires_at")); !got.Equal(want) {
 				t.Fatalf("default renewal %d: expires_at %v, want now + the original 1h term = %v", i, got, want)
 			}
+		}
+		h.clock.Advance(time.Minute)
+		r := h.do("POST", path, h.agent, map[string]any{"run_id": a.run, "ttl_seconds": 600}).expect(t, 200, "")
+		if got, want := at(t, r.get("lease", "expires_at")), h.clock.Now().Add(10*time.Minute); !got.Equal(want) {
+			t.Fatalf("renewal for 600s: expires_at %v, want %v", got, want)
+		}
+		h.clock.Advance(time.Minute)
+		r = h.do("POST", path, h.agent, map[string]any{"run_id": a.run}).expect(t, 200, "")
+		if got, want := at(t, r.get("lease", "expires_at")), h.clock.Now().Add(10*time.Minute); !got.Equal(want) {
+			t.Errorf("default renewal after one for 600s: expires_at %v, want now + the last 10m term = %v (the original term was 1h)", got, want)
+		}
+		if got := r.num("lease", "ttl_seconds"); got != 600 {
+			t.Errorf("ttl_seconds %d after a renewal for 600s, want 600", got)
 		}
 	})
 }

@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	neturl "net/url"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -55,10 +56,13 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 		&cli.StringFlag{Name: "log-format", Value: "text", Sources: from("CHECKPOINTD_LOG_FORMAT"), Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Sources: from("CHECKPOINTD_LOG_LEVEL"), Usage: "debug, info, warn or error"},
 	}
-	clientFlags := []cli.Flag{
-		&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080", Sources: from("CHECKPOINTD_URL"), Usage: "base URL of a running daemon"},
-		&cli.StringFlag{Name: "token", Sources: from("CHECKPOINTD_TOKEN"), Usage: "API token (operator commands default to <data-dir>/operator.token)"},
+	clientFlagsWith := func(tokenUsage string) []cli.Flag {
+		return []cli.Flag{
+			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080", Sources: from("CHECKPOINTD_URL"), Usage: "base URL of a running daemon"},
+			&cli.StringFlag{Name: "token", Sources: from("CHECKPOINTD_TOKEN"), Usage: tokenUsage},
+		}
 	}
+	clientFlags := clientFlagsWith("API token (default: the bootstrap operator token in <data-dir>/operator.token)")
 	app := &cli.Command{
 		Name:      "checkpointd",
 		Usage:     "durable, redacted checkpoints and fenced leases for autonomous coding agents on Gitea/Forgejo",
@@ -88,7 +92,7 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			},
 			tokenCommand(dataFlags, stdout),
 			keyCommand(from, dataFlags, getenv, stdout),
-			loadtestCommand(from, clientFlags, stdout),
+			loadtestCommand(from, clientFlagsWith("agent or operator API token (required; loadtest reads no token file)"), stdout),
 			reconcileCommand(from, clientFlags, stdout),
 			drainCommand(from, clientFlags, stdout),
 			sessionsCommand(from, clientFlags, stdout),
@@ -102,14 +106,8 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			},
 		},
 	}
+	finishCommandTree(app)
 	return app
-}
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // databaseURL is the configured database, or SQLite in the data directory.
@@ -120,7 +118,28 @@ func databaseURL(c *cli.Command) string {
 	return filepath.Join(c.String("data-dir"), "checkpointd.db")
 }
 
+// checkDatabaseURL refuses a --database-url that is neither PostgreSQL
+// nor SQLite before anything is created: any other "scheme://…" would
+// otherwise become the path of a new SQLite file. The message never
+// repeats the URL, which may carry a password.
+func checkDatabaseURL(c *cli.Command) error {
+	raw := c.String("database-url")
+	scheme, _, hasScheme := strings.Cut(raw, "://")
+	switch {
+	case store.IsPostgres(raw):
+		if _, err := neturl.Parse(raw); err != nil {
+			return errors.New("--database-url is not a valid postgres:// URL (a character in the password may need %-escaping)")
+		}
+	case hasScheme && scheme != "sqlite" && !strings.ContainsAny(scheme, "/\\"):
+		return fmt.Errorf("--database-url with scheme %q: want postgres://… (or postgresql://…) for PostgreSQL, or sqlite://PATH or a file path for SQLite", scheme)
+	}
+	return nil
+}
+
 func openStore(ctx context.Context, c *cli.Command, log *slog.Logger) (*store.Store, error) {
+	if err := checkDatabaseURL(c); err != nil {
+		return nil, err
+	}
 	url := databaseURL(c)
 	if !store.IsPostgres(url) {
 		if err := ensureDir(filepath.Dir(url)); err != nil {

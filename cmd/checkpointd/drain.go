@@ -189,10 +189,14 @@ type daemonClient struct {
 }
 
 func newDaemonClient(c *cli.Command) (*daemonClient, error) {
-	token, err := operatorToken(c)
+	token, err := clientToken(c, "an operator token")
 	if err != nil {
 		return nil, err
 	}
+	return daemonClientWith(c, token)
+}
+
+func daemonClientWith(c *cli.Command, token string) (*daemonClient, error) {
 	base := strings.TrimRight(c.String("url"), "/")
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--url %q: want http(s)://host:port", base)

@@ -23,20 +23,25 @@ type keySource struct {
 	file     string // key file path
 	explicit bool   // the file was configured, not the default: it must exist
 	env      string // CHECKPOINTD_KEY; wins over the file
+
+	defaultFile string // <data-dir>/checkpointd.key, for messages
 }
 
-// loadKeys returns the server keyring, creating the key file on the first
-// start of a new database, and checks every key's fingerprint against the
-// ones the database recorded. Every failure refuses the start: without the
-// right keys, digests cannot be compared and sealed data cannot be read.
-func loadKeys(ctx context.Context, s *store.Store, src keySource, log *slog.Logger) (*checkpointd.Keyring, error) {
+// loadKeys returns the server keyring: the one readKeys read before the
+// store was opened, or, when that found no default key file, a new key
+// file for a database that has never seen a key. It checks every key's
+// fingerprint against the ones the database recorded. Every failure
+// refuses the start: without the right keys, digests cannot be compared
+// and sealed data cannot be read.
+func loadKeys(ctx context.Context, s *store.Store, src keySource, kr *checkpointd.Keyring) (*checkpointd.Keyring, error) {
 	recorded, err := s.Settings(ctx, store.SettingKeyFingerprintPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("read key fingerprints: %w", err)
 	}
-	kr, err := readKeys(src, recorded, log)
-	if err != nil {
-		return nil, err
+	if kr == nil {
+		if kr, err = createDefaultKey(src, recorded); err != nil {
+			return nil, err
+		}
 	}
 	for name, fp := range recorded {
 		id := strings.TrimPrefix(name, store.SettingKeyFingerprintPrefix)
@@ -61,11 +66,14 @@ func loadKeys(ctx context.Context, s *store.Store, src keySource, log *slog.Logg
 	return kr, nil
 }
 
-// readKeys reads the keyring from CHECKPOINTD_KEY or the key file. A missing
-// default key file is created only for a database that has never seen a
-// key; a missing configured file is an error. A key file other users may
-// read or write is used, with a warning (docs/keys.md says why).
-func readKeys(src keySource, recorded map[string]string, log *slog.Logger) (*checkpointd.Keyring, error) {
+// readKeys reads the keyring from CHECKPOINTD_KEY or the key file, before
+// anything is created: a bad key refuses the start with the data
+// directory untouched. A missing default key file is no error here (nil,
+// nil): loadKeys creates it for a new database. A missing configured file
+// is an error whatever the database holds: it is never created. A key
+// file other users may read or write is used, with a warning (docs/keys.md
+// says why).
+func readKeys(src keySource, log *slog.Logger) (*checkpointd.Keyring, error) {
 	if src.env != "" {
 		kr, err := checkpointd.ParseKeyring(src.env)
 		if err != nil {
@@ -89,8 +97,18 @@ func readKeys(src keySource, recorded map[string]string, log *slog.Logger) (*che
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("key file %s is unreadable: %w", src.file, err)
 	case src.explicit:
-		return nil, fmt.Errorf("key file %s does not exist; restore it, or point --key-file at the key this database was written with", src.file)
-	case len(recorded) > 0:
+		// Said before the database is opened, so it claims nothing about
+		// what the database holds.
+		return nil, fmt.Errorf("key file %s does not exist; a configured key file is never created: restore it, "+
+			"or leave --key-file and CHECKPOINTD_KEY_FILE unset to have a new database create %s", src.file, src.defaultFile)
+	}
+	return nil, nil
+}
+
+// createDefaultKey writes a new default key file, for a database that has
+// never recorded a key; one that has needs the key it recorded.
+func createDefaultKey(src keySource, recorded map[string]string) (*checkpointd.Keyring, error) {
+	if len(recorded) > 0 {
 		var with []string
 		for name, fp := range recorded {
 			with = append(with, strings.TrimPrefix(name, store.SettingKeyFingerprintPrefix)+" "+fp)
@@ -159,9 +177,10 @@ func writeKeyFile(path string, kr *checkpointd.Keyring, replace bool) error {
 // keySourceFrom reads where the keys come from out of the flags and the
 // environment.
 func keySourceFrom(c *cli.Command, getenv func(string) string) keySource {
-	src := keySource{file: c.String("key-file"), explicit: true, env: getenv("CHECKPOINTD_KEY")}
+	src := keySource{file: c.String("key-file"), explicit: true, env: getenv("CHECKPOINTD_KEY"),
+		defaultFile: filepath.Join(c.String("data-dir"), "checkpointd.key")}
 	if src.file == "" {
-		src.file, src.explicit = filepath.Join(c.String("data-dir"), "checkpointd.key"), false
+		src.file, src.explicit = src.defaultFile, false
 	}
 	return src
 }

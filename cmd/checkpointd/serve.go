@@ -87,13 +87,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	}
 	// Every line logged with a request's context carries its request_id.
 	log = slog.New(api.LogHandler(log.Handler()))
-	if c.Int("errors-keep") <= 0 {
-		return fmt.Errorf("--errors-keep must be positive, not %d", c.Int("errors-keep"))
-	}
-	if n := c.Int64("webhook-max-body-bytes"); n <= 0 {
-		return fmt.Errorf("--webhook-max-body-bytes must be positive, not %d", n)
-	}
-	wf, err := workflowFrom(c)
+	// Every flag is checked before anything is created: a refused start
+	// leaves the data directory as it was.
+	cfg, err := serveConfigFrom(c, getenv, log)
 	if err != nil {
 		return err
 	}
@@ -128,7 +124,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err != nil {
 		return fmt.Errorf("cannot migrate the store: %w", err)
 	}
-	keys, err := loadKeys(ctx, s, keySourceFrom(c, getenv), log)
+	keys, err := loadKeys(ctx, s, cfg.keySource, cfg.keys)
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
@@ -136,14 +132,8 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err := bootstrapOperator(ctx, s, dataDir, log); err != nil {
 		return err
 	}
-	reconciler, err := reconcilerFrom(c, s, log)
-	if err != nil {
-		return err
-	}
-	retention, retentionEvery, err := retentionFrom(c)
-	if err != nil {
-		return err
-	}
+	wf, reconciler, retention, retentionEvery := cfg.workflow, cfg.reconciler, cfg.retention, cfg.retentionEvery
+	reconciler.Store = s
 	reconciler.Metrics, reconciler.Errors = m, errs
 	// A completed drain prepared this restart: lift it. A running drain
 	// is kept: it gates new sessions and runs across restarts.
@@ -204,7 +194,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	})
 	var metricsSrv *http.Server
 	var metricsLn net.Listener
-	if addr := c.String("metrics-listen"); addr != "" {
+	if addr := cfg.metricsListen; addr != "" {
 		if metricsLn, err = net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
@@ -217,9 +207,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		deps.MetricsHandler = m.Handler()
 	}
 	handler := api.New(deps)
-	ln, err := net.Listen("tcp", c.String("listen"))
+	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("--listen: %w", err)
 	}
 	srv := &http.Server{
 		Handler:           handler,

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -37,7 +39,7 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many sessions (1-500)"},
 					&cli.StringFlag{Name: "cursor", Usage: "the next_cursor of a previous page"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					dc, err := newDaemonClient(c)
+					dc, err := newReaderClient(c)
 					if err != nil {
 						return err
 					}
@@ -82,7 +84,7 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 					if err != nil {
 						return err
 					}
-					dc, err := newDaemonClient(c)
+					dc, err := newReaderClient(c)
 					if err != nil {
 						return err
 					}
@@ -147,9 +149,34 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 
 func sessionArg(c *cli.Command) (string, error) {
 	if c.Args().Len() != 1 {
-		return "", fmt.Errorf("%s: want exactly one session id", c.FullName())
+		return "", argError(c, "want exactly one session id")
 	}
 	return c.Args().First(), nil
+}
+
+// newReaderClient is a client for a command that only reads: a reader
+// token is enough, and the bootstrap operator token is the fallback.
+func newReaderClient(c *cli.Command) (*daemonClient, error) {
+	token, err := clientToken(c, "a reader or operator token")
+	if err != nil {
+		return nil, err
+	}
+	return daemonClientWith(c, token)
+}
+
+// clientToken is --token (or CHECKPOINTD_TOKEN), else the bootstrap
+// operator token in the data directory; need says, when there is none,
+// which token the command takes.
+func clientToken(c *cli.Command, need string) (string, error) {
+	if t := strings.TrimSpace(c.String("token")); t != "" {
+		return t, nil
+	}
+	path := filepath.Join(c.String("data-dir"), "operator.token")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s is required: --token, CHECKPOINTD_TOKEN or %s (%v)", need, path, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // daemonCall is daemonClient.do with errors named after the request.

@@ -120,7 +120,7 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 				Action: func(ctx context.Context, c *cli.Command) error {
 					id := c.Args().First()
 					if id == "" {
-						return errors.New("usage: checkpointd token revoke TOKEN_ID")
+						return argError(c, "want a TOKEN_ID (token list shows them)")
 					}
 					s, err := openMigratedStore(ctx, c)
 					if err != nil {

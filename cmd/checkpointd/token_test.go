@@ -236,15 +236,16 @@ func TestMigrate(t *testing.T) {
 	})
 }
 
-// TestVersion proves version prints the program name and a version.
+// TestVersion proves version prints one line: the program name and a
+// version (TestVersionString covers what the version says).
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	out, _, err := runCLI(t, nil, "version")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := strings.Fields(out); len(f) != 2 || f[0] != "checkpointd" {
-		t.Errorf("version printed %q, want `checkpointd <version>`", out)
+	if f := strings.Fields(out); len(f) < 2 || f[0] != "checkpointd" || strings.Count(out, "\n") != 1 {
+		t.Errorf("version printed %q, want one line `checkpointd <version> …`", out)
 	}
 }
 

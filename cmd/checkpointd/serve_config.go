@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/reconcile"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// serveConfig is what serve reads from its flags and the environment,
+// every part checked before serve creates anything: a start refused for
+// a flag leaves no database, key, token or lock file behind.
+type serveConfig struct {
+	workflow       checkpointd.Workflow
+	reconciler     *reconcile.Reconciler // without its Store, opened later
+	retention      store.Retention
+	retentionEvery time.Duration
+	keySource      keySource
+	keys           *checkpointd.Keyring // nil: the default key file is to be created
+	listen         string
+	metricsListen  string
+}
+
+func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logger) (*serveConfig, error) {
+	cfg := &serveConfig{}
+	var err error
+	if cfg.listen, err = listenAddr("--listen", c.String("listen")); err != nil {
+		return nil, err
+	}
+	if addr := strings.TrimSpace(c.String("metrics-listen")); addr != "" {
+		if cfg.metricsListen, err = listenAddr("--metrics-listen", addr); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkDatabaseURL(c); err != nil {
+		return nil, err
+	}
+	if n := c.Int("errors-keep"); n <= 0 {
+		return nil, fmt.Errorf("--errors-keep must be positive, not %d", n)
+	}
+	if n := c.Int64("webhook-max-body-bytes"); n <= 0 {
+		return nil, fmt.Errorf("--webhook-max-body-bytes must be positive, not %d", n)
+	}
+	if n := c.Int64("max-document-bytes"); n <= 0 {
+		return nil, fmt.Errorf("--max-document-bytes must be positive, not %d", n)
+	}
+	if d := c.Duration("shutdown-timeout"); d <= 0 {
+		return nil, fmt.Errorf("--shutdown-timeout must be positive, not %v", d)
+	}
+	if cfg.workflow, err = workflowFrom(c); err != nil {
+		return nil, err
+	}
+	if cfg.retention, cfg.retentionEvery, err = retentionFrom(c); err != nil {
+		return nil, err
+	}
+	if cfg.reconciler, err = reconcilerFrom(c, nil, log); err != nil {
+		return nil, err
+	}
+	cfg.keySource = keySourceFrom(c, getenv)
+	if cfg.keys, err = readKeys(cfg.keySource, log); err != nil {
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	}
+	return cfg, nil
+}
+
+// listenAddr checks a listen address is host:port with a port net.Listen
+// takes (":8080" is every interface); binding is left to the end of the
+// start, when the daemon can answer.
+func listenAddr(flag, addr string) (string, error) {
+	addr = strings.TrimSpace(addr)
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:8080, or :8080 for every interface (%v)", flag, addr, err)
+	}
+	return addr, nil
+}
