@@ -68,6 +68,9 @@ func (s *Store) readBack(c stored) (checkpointd.Document, error) {
 		return doc, fmt.Errorf("%w: checkpoint %s/%d: the document does not parse: %w", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq, err)
 	}
 	if c.Sealed == "" {
+		if err := c.checkSealKept(); err != nil {
+			return doc, err
+		}
 		return doc, nil
 	}
 	private, err := s.open(c)
@@ -96,8 +99,18 @@ func (s *Store) vouch(c stored) error {
 		return err
 	}
 	if c.Sealed == "" {
-		return nil
+		return c.checkSealKept()
 	}
 	_, err := s.open(c)
 	return err
+}
+
+// checkSealKept fails for a row with a digest and no seal: every write that
+// stores a digest seals the free text too (empty or not), so a missing seal
+// is free text lost — recovery, note, prompt — never a document without it.
+func (c stored) checkSealKept() error {
+	if c.Digest == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: checkpoint %s/%d: the sealed free text is missing", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq)
 }

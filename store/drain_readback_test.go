@@ -24,7 +24,7 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 		db := openRaw(t, b, url)
 		names := map[string]string{}
 		var sessions []*checkpointd.Session
-		for _, name := range []string{"intact", "sealed", "document", "altered", "legacy", "missing"} {
+		for _, name := range []string{"intact", "sealed", "blanked", "document", "altered", "legacy", "missing"} {
 			sess := drainSession(t, s, "acme/widgets", "author", "fix-"+name)
 			push(t, s, sess, headA)
 			names[sess.ID] = name
@@ -40,7 +40,10 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 			t.Fatalf("before the damage: %+v", st.Blocking)
 		}
 		damage := map[string]string{
-			"sealed":   `UPDATE checkpoints SET sealed = substr(sealed, 1, length(sealed) - 4) || 'AAAA' WHERE session_id = $1 AND seq = $2`,
+			"sealed": `UPDATE checkpoints SET sealed = substr(sealed, 1, length(sealed) - 4) || 'AAAA' WHERE session_id = $1 AND seq = $2`,
+			// A row with a digest was always written with a seal: an empty
+			// one lost the free text (recovery, note, prompt…).
+			"blanked":  `UPDATE checkpoints SET sealed = '' WHERE session_id = $1 AND seq = $2`,
 			"document": `UPDATE checkpoints SET document = '{"schema_version": 1, "stage": 5}' WHERE session_id = $1 AND seq = $2`,
 			// Still parses: only the digest written with it tells.
 			"altered": `UPDATE checkpoints SET document = replace(document, 'implementing', 'implementinG') WHERE session_id = $1 AND seq = $2`,
@@ -70,7 +73,7 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		unknown := []checkpointd.BlockReason{checkpointd.BlockUnknown}
-		want := map[string][]checkpointd.BlockReason{"sealed": unknown, "document": unknown, "altered": unknown, "legacy": unknown, "missing": unknown}
+		want := map[string][]checkpointd.BlockReason{"sealed": unknown, "blanked": unknown, "document": unknown, "altered": unknown, "legacy": unknown, "missing": unknown}
 		if d.State != checkpointd.DrainRunning || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
 			t.Fatalf("decision over damaged checkpoints: %s %+v", d.State, d.Decision)
 		}
@@ -78,7 +81,7 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 			t.Errorf("decision blocks %v, want %v", got, want)
 		}
 		st := drainStatus(t, s, store.DrainQuery{})
-		if got := reasonsOf(st.Blocking, names); !mapsEqual(got, want) || st.Counts.Blocking != 5 {
+		if got := reasonsOf(st.Blocking, names); !mapsEqual(got, want) || st.Counts.Blocking != 6 {
 			t.Errorf("status blocks %v (%+v), want %v", got, st.Counts, want)
 		}
 		for _, sess := range sessions {
