@@ -163,7 +163,10 @@ func (g *groupCommitter) try(batch []*groupJob) (results []error, err error) {
 		if results[i] = runJob(ctx, tx, j.fn); results[i] != nil {
 			notesFrom(ctx).reset() // rolled back: nothing to tell
 			if _, err := tx.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
-				return nil, err
+				// SQLite aborts the whole transaction on some errors
+				// (SQLITE_FULL, IOERR): the savepoint went with it, and
+				// the job's error is the cause every job must hear.
+				return nil, fmt.Errorf("%w (the transaction was rolled back with it: %v)", results[i], err)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `RELEASE w`); err != nil {
