@@ -9,6 +9,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/reconcile"
+	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -111,9 +112,9 @@ func TestVerdictsFromTheForge(t *testing.T) {
 		e.expect(match, checkpointd.ValidityValid, "")
 		e.expect(drift, checkpointd.ValidityStale, sha(3))
 		e.expect(open, checkpointd.ValidityValid, "")
-		e.expect(closed, checkpointd.ValidityInvalidated, "closed")
-		e.expect(merged, checkpointd.ValidityInvalidated, "closed")
-		e.expect(deleted, checkpointd.ValidityInvalidated, "deleted")
+		e.expect(closed, checkpointd.ValidityInvalidated, "was closed without being merged")
+		e.expect(merged, checkpointd.ValidityInvalidated, "was merged")
+		e.expect(deleted, checkpointd.ValidityInvalidated, "branch gone/branch was deleted")
 		e.expect(noPR, checkpointd.ValidityUnverified, "pull request #99 is not found")
 		e.expect(hidden, checkpointd.ValidityUnverified, "not visible to the token")
 		for _, l := range []string{closedLease.ID, deletedLease.ID} {
@@ -199,5 +200,35 @@ func TestRenamesReported(t *testing.T) {
 		// The old name still answers (redirected): the verdicts hold.
 		e.expect(byRedirect, checkpointd.ValidityValid, "")
 		e.expect(byWebhook, checkpointd.ValidityValid, "")
+	})
+}
+
+// TestNotValidAlwaysExplained: every session the report lists as not valid
+// carries its explanation — a new session with no checkpoint, and one whose
+// checkpoint was never checked because no forge is configured.
+func TestNotValidAlwaysExplained(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		e := newEnv(t, b)
+		e.r.Forge, e.r.ForgeURL = nil, ""
+		checked := e.session("acme/widgets", "main", 0, sha(1))
+		fresh, err := e.s.CreateSession(t.Context(), store.NewSession{Repo: "acme/widgets", Role: "author", Branch: "new"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := e.pass()
+		got := map[string]string{}
+		for _, v := range rep.NotValid {
+			got[v.SessionID] = v.Reason
+		}
+		for id, want := range map[string]string{checked.ID: "no live head", fresh.ID: "no checkpoint"} {
+			if !strings.Contains(got[id], want) {
+				t.Errorf("session %s listed as not valid with reason %q, want …%s…", id, got[id], want)
+			}
+		}
+		for _, s := range []*checkpointd.Session{checked, fresh} {
+			if r := e.get(s).ValidityReason; r == "" {
+				t.Errorf("session %s reads unverified with no reason", s.ID)
+			}
+		}
 	})
 }

@@ -248,7 +248,7 @@ func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
 		b.Missing = in.Missing
 	}
 	if in.Validity != checkpointd.ValidityValid {
-		b.ValidityReason = r.ValidityReason
+		b.ValidityReason = checkpointd.ExplainValidity(checkpointd.Validity(r.Validity), r.ValidityReason)
 	}
 	if slices.Contains(b.Reasons, checkpointd.BlockWriteFailed) {
 		b.WriteFailedAt, b.WriteFailure = &in.WriteFailedAt, r.WriteFailedCode

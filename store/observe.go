@@ -157,8 +157,9 @@ func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, st *observeStatements,
 	case checkpointd.LiveRefState(prev.State).Gone() && o.PR == 0:
 		// A push to a deleted branch name recreates the branch.
 	case checkpointd.LiveRefState(prev.State).Gone():
-		// A PR that ended stays ended until the forge says it reopened.
-		if o.Before == "" && prev.State != string(checkpointd.RefMerged) {
+		// A PR that ended stays ended until the forge says it reopened;
+		// a merged or deleted one cannot reopen.
+		if o.Before == "" && prev.State == string(checkpointd.RefClosed) {
 			state = checkpointd.RefOpen // reopened
 		} else {
 			return nil
@@ -202,6 +203,7 @@ type boundSession struct {
 	ID       string `db:"id"`
 	Head     string `db:"head"`
 	Validity string `db:"validity"`
+	Reason   string `db:"validity_reason"`
 	LeasesOK bool   `db:"leases_ok"`
 }
 
@@ -216,9 +218,9 @@ type validityChange struct{ from, to, reason string }
 // read the head that write commits, not the one before it.
 func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow) (map[validityChange][]string, error) {
 	branch, pr := refTarget(ref)
-	q, arg := `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(branch)
+	q, arg := `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(branch)
 	if pr > 0 {
-		q, arg = `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, pr
+		q, arg = `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, pr
 	}
 	if tx.DriverName() == "postgres" {
 		q += ` ORDER BY id FOR UPDATE`
@@ -228,8 +230,9 @@ func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRef
 		return nil, err
 	}
 	groups := map[validityChange][]string{}
+	live := row.liveRef(repoKey, ref)
 	for _, b := range bound {
-		if c, ok := judgeBound(b, row); ok {
+		if c, ok := judgeBound(b, live); ok {
 			groups[c] = append(groups[c], b.ID)
 		}
 	}
@@ -238,7 +241,7 @@ func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRef
 
 // countBoundSQL reads the sessions bound to a branch (or, with pr for
 // branch, to a PR) as one row per distinct (head, validity, leases).
-const countBoundSQL = `SELECT '' AS id, head, validity, leases_ok, COUNT(*) AS n FROM sessions
+const countBoundSQL = `SELECT '' AS id, head, validity, '' AS validity_reason, leases_ok, COUNT(*) AS n FROM sessions
 WHERE repo_key = ? AND branch = ? AND state = 'active' GROUP BY head, validity, leases_ok`
 
 // countRef is judgeRef for a delivery's answer: how many sessions move to
@@ -257,8 +260,9 @@ func countRef(ctx context.Context, count *sqlx.Stmt, repoKey, ref string, row li
 		return nil, err
 	}
 	moved := map[string]int{}
+	live := row.liveRef(repoKey, ref)
 	for _, b := range bound {
-		if c, ok := judgeBound(b.boundSession, row); ok {
+		if c, ok := judgeBound(b.boundSession, live); ok && c.to != c.from {
 			moved[c.to] += b.N
 		}
 	}
@@ -266,19 +270,23 @@ func countRef(ctx context.Context, count *sqlx.Stmt, repoKey, ref string, row li
 }
 
 // judgeBound applies the shared validity rule to one bound session and
-// says whether its validity changes. Invalidated is final.
-func judgeBound(b boundSession, row liveRefRow) (validityChange, bool) {
+// says whether its validity or the explanation of it changes (a new
+// explanation for the same validity is recorded, not counted as a move).
+// Invalidated is final.
+func judgeBound(b boundSession, live *checkpointd.LiveRef) (validityChange, bool) {
 	if b.Validity == string(checkpointd.ValidityInvalidated) {
 		return validityChange{}, false
 	}
-	state := checkpointd.LiveRefState(row.State)
-	live := row.Head
-	if state == checkpointd.RefAmbiguous {
-		live = ""
-	}
-	to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{
-		Invalidated: state.Gone(), LeasesHeld: b.LeasesOK, Head: b.Head, LiveHead: live})
-	return validityChange{b.Validity, string(to), reason}, string(to) != b.Validity
+	to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: b.LeasesOK, Head: b.Head, Live: live})
+	return validityChange{b.Validity, string(to), reason}, string(to) != b.Validity || reason != b.Reason
+}
+
+// liveRef is the row as the evidence of a judgement about ref.
+func (row liveRefRow) liveRef(repoKey, ref string) *checkpointd.LiveRef {
+	l := &checkpointd.LiveRef{Repo: repoKey, Head: row.Head, State: checkpointd.LiveRefState(row.State),
+		ObservedAt: fromMicros(row.ObservedAt), Source: row.Source}
+	l.Branch, l.PR = refTarget(ref)
+	return l
 }
 
 // applyJudgement records judgeRef's changes, each with the ref's live state

@@ -229,7 +229,8 @@ WHERE state = 'active' AND validity <> 'valid' ORDER BY id LIMIT ?`), limit); er
 	}
 	verdicts := make([]SessionVerdict, len(rows))
 	for i, r := range rows {
-		verdicts[i] = SessionVerdict{SessionID: r.ID, Repo: r.Repo, Validity: checkpointd.Validity(r.Validity), Reason: r.Reason}
+		v := checkpointd.Validity(r.Validity)
+		verdicts[i] = SessionVerdict{SessionID: r.ID, Repo: r.Repo, Validity: v, Reason: checkpointd.ExplainValidity(v, r.Reason)}
 	}
 	return out, verdicts, nil
 }
