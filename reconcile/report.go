@@ -64,7 +64,9 @@ type LeaseReport struct {
 
 // Rename is a repo sessions name that the forge knows by another name now.
 type Rename struct {
-	Repo    string `json:"repo"`
+	Repo string `json:"repo"`
+	// RepoID is the forge's repository id, absent when the pass did not
+	// learn it (a redirected branch answer carries none).
 	RepoID  int64  `json:"repo_id,omitempty"`
 	NewName string `json:"new_name"`
 	// Source is "forge" (the forge redirected the old name) or "webhook" (a
