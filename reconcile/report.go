@@ -115,12 +115,6 @@ func newReport(id, trigger, forge string, at time.Time) *Report {
 		Worktrees: []Worktree{}, NotValid: []Verdict{}}
 }
 
-func (r *Report) addChanged(m map[string]int) {
-	for k, v := range m {
-		r.Changed[k] += v
-	}
-}
-
 func (r *Report) addError(repo, msg string) {
 	r.ErrorsByRepo[repo] = append(r.ErrorsByRepo[repo], msg)
 	sort.Strings(r.ErrorsByRepo[repo])

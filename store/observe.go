@@ -55,9 +55,16 @@ func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []check
 	return effects, false, nil
 }
 
-// Observe applies observations that come with no delivery (reconcile).
-// Errors: ErrStoreUnavailable.
+// Observe applies observations that come with no delivery (reconcile) and
+// settles them. Its effects count sessions, as they moved once everything
+// was settled: a session bound to two observed refs (a branch and its PR)
+// counts once. Errors: ErrStoreUnavailable.
 func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation) (*checkpointd.ObservationEffects, error) {
+	refs := make([]ActiveRef, len(obs))
+	for i, o := range obs {
+		refs[i] = ActiveRef{Repo: o.Repo, Branch: o.Branch, PR: o.PR}
+	}
+	ctx, moves := TrackMoves(ctx, refs)
 	ctx = s.noting(ctx, CauseReconcile)
 	now := s.now()
 	var effects *checkpointd.ObservationEffects
@@ -78,8 +85,11 @@ func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation) (*ch
 		return nil, err
 	}
 	// Reconcile is the authority and not in a hurry: its verdicts are in
-	// place when it returns.
-	return effects, s.Settle(ctx)
+	// place when it returns, and what they moved is counted from them
+	// rather than predicted per ref.
+	err = s.Settle(ctx)
+	effects.Sessions = moves.Counts()
+	return effects, err
 }
 
 func newEffects() *checkpointd.ObservationEffects {
@@ -297,6 +307,7 @@ func applyJudgement(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row l
 		if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c.from), checkpointd.Validity(c.to), c.reason, evidence); err != nil {
 			return err
 		}
+		noteMoves(ctx, repoKey, ref, ids, checkpointd.Validity(c.from), checkpointd.Validity(c.to))
 	}
 	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE live_refs SET settled_version = ? WHERE repo_key = ? AND ref = ? AND settled_version < ?`),
 		row.Version, repoKey, ref, row.Version)

@@ -183,6 +183,7 @@ func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, so
 				if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c[0]), checkpointd.Validity(c[1]), why, evidence); err != nil {
 					return err
 				}
+				noteMoves(ctx, repoKey, ref.Name(), ids, checkpointd.Validity(c[0]), checkpointd.Validity(c[1]))
 				if c[0] != c[1] {
 					moved[c[1]] += len(ids)
 				}
