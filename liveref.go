@@ -14,7 +14,7 @@ type LiveRefState string
 const (
 	RefOpen      LiveRefState = "open"
 	RefAmbiguous LiveRefState = "ambiguous"
-	RefDeleted   LiveRefState = "deleted" // branch deleted
+	RefDeleted   LiveRefState = "deleted" // branch (or PR) deleted
 	RefClosed    LiveRefState = "closed"  // PR closed without merge
 	RefMerged    LiveRefState = "merged"  // PR merged
 )
@@ -66,4 +66,12 @@ type ObservationEffects struct {
 	Ambiguous      int            `json:"ambiguous,omitempty"`
 	Sessions       map[string]int `json:"sessions"` // new validity → sessions moved to it
 	LeasesReleased int            `json:"leases_released"`
+}
+
+// Name is how people call the ref: "branch fix-12" or "pull request #34".
+func (l LiveRef) Name() string {
+	if l.PR > 0 {
+		return "pull request #" + strconv.FormatInt(l.PR, 10)
+	}
+	return "branch " + l.Branch
 }

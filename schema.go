@@ -25,6 +25,16 @@ import (
 //go:embed docs/schema/checkpoint.v1.json
 var CheckpointSchemaJSON []byte
 
+// CheckpointSchemaFor returns the published JSON Schema of checkpoint
+// documents of a schema version, and false for a version this server does
+// not publish.
+func CheckpointSchemaFor(version int64) ([]byte, bool) {
+	if version != SchemaVersion {
+		return nil, false
+	}
+	return CheckpointSchemaJSON, true
+}
+
 const checkpointSchemaURL = "https://checkpointd.dev/schema/checkpoint.v1.json"
 
 // maxDocumentProblems caps the problems one rejection reports: enough to fix a

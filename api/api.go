@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -142,7 +143,7 @@ func New(d Deps) http.Handler {
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.handle(a.readyz))
-	r.Get("/v1/schema/checkpoint", a.schema)
+	r.Get("/v1/schema/checkpoint", a.handle(a.schema))
 	r.Get("/v1/openapi.yaml", a.openapi)
 	if d.Webhook != nil {
 		// POST only: the router answers other methods 405, as on every route.
@@ -233,7 +234,28 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (a *api) schema(w http.ResponseWriter, _ *http.Request) {
+// schema serves the checkpoint schema of ?version= (default: the version
+// this daemon writes). A version it does not publish is not found rather
+// than answered with another version's schema: a client validating v2
+// documents against v1 would accept what the server refuses.
+func (a *api) schema(w http.ResponseWriter, r *http.Request) error {
+	version := int64(checkpointd.SchemaVersion)
+	if q := r.URL.Query(); q.Has("version") {
+		n, err := strconv.ParseInt(q.Get("version"), 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			n = -1 // an integer, but no version anyone publishes
+		case err != nil:
+			return fmt.Errorf("version %q is not an integer schema version (e.g. 1): %w", q.Get("version"), errBadParameter)
+		}
+		version = n
+	}
+	doc, ok := checkpointd.CheckpointSchemaFor(version)
+	if !ok {
+		return fmt.Errorf("checkpoint schema version %d is not published by this daemon (it publishes version %d): %w",
+			version, checkpointd.SchemaVersion, checkpointd.ErrNotFound)
+	}
 	w.Header().Set("Content-Type", "application/schema+json")
-	_, _ = w.Write(checkpointd.CheckpointSchemaJSON)
+	_, err := w.Write(doc)
+	return err
 }

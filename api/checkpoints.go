@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -113,9 +114,14 @@ type pendingMutation struct {
 }
 
 type resumeResponse struct {
-	Resumable       bool                    `json:"resumable"`
-	Validity        checkpointd.Validity    `json:"validity"`
+	Resumable bool                 `json:"resumable"`
+	Validity  checkpointd.Validity `json:"validity"`
+	// Reasons are the documented strings: a word, or for the validity
+	// "<validity>: <explanation>". Explanations has one entry per reason,
+	// in the same order: the word alone (to match on) and what it means
+	// here (to act on).
 	Reasons         []string                `json:"reasons"`
+	Explanations    []explanation           `json:"explanations"`
 	Checkpoint      *checkpointd.Checkpoint `json:"checkpoint"`
 	Live            *checkpointd.LiveRef    `json:"live"`
 	PendingMutation *pendingMutation        `json:"pending_mutation,omitempty"`
@@ -134,7 +140,7 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 	if err != nil {
 		return err
 	}
-	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}}
+	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}, Explanations: []explanation{}}
 	var cp *checkpointd.Checkpoint
 	if sess.Latest != nil {
 		// The latest, whichever it is now: its verdict and reason are read
@@ -157,27 +163,24 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 		return err
 	}
 	if sess.State != checkpointd.SessionActive {
-		resp.Reasons = append(resp.Reasons, "session_ended")
+		resp.add(reasonSessionEnded, endedExplanation(sess), false)
 	}
 	if cp == nil {
-		resp.Reasons = append(resp.Reasons, "no_checkpoint")
+		resp.add(reasonNoCheckpoint, "no checkpoint written yet: nothing to resume from; start from the session's target", false)
 		return writeJSON(w, http.StatusOK, resp)
 	}
 	resp.Checkpoint = cp
 	resp.Validity = cp.Validity
 	if cp.Validity != checkpointd.ValidityValid {
-		reason := string(cp.Validity)
-		if cp.ValidityReason != "" {
-			reason += ": " + cp.ValidityReason
-		}
-		resp.Reasons = append(resp.Reasons, reason)
+		resp.add(string(cp.Validity), checkpointd.ExplainValidity(cp.Validity, cp.ValidityReason), true)
 	}
 	if !cp.Complete {
-		resp.Reasons = append(resp.Reasons, "incomplete")
+		resp.add(reasonIncomplete, "the latest checkpoint misses "+strings.Join(cp.Missing, ", ")+
+			": what it records may not be enough to go on from", false)
 	}
 	if cp.PendingMutation != nil {
 		resp.PendingMutation = &pendingMutation{PendingMutation: cp.PendingMutation, Outcome: "outcome_unknown"}
-		resp.Reasons = append(resp.Reasons, "pending_mutation_outcome_unknown")
+		resp.add(reasonPendingUnknown, pendingExplanation(cp.PendingMutation), false)
 	}
 	resp.Resumable = sess.State == checkpointd.SessionActive && cp.Validity == checkpointd.ValidityValid
 	return writeJSON(w, http.StatusOK, resp)

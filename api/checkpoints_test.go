@@ -184,3 +184,23 @@ func TestCorruptCheckpointIs500(t *testing.T) {
 		}
 	})
 }
+
+// TestSchemaVersions: the schema is published by version; no version and
+// version=1 are v1, a version this daemon does not publish is 404 (never v1
+// under another number), and a version that is not an integer is 400.
+func TestSchemaVersions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h := newHarness(t, b)
+		plain := h.do("GET", "/v1/schema/checkpoint", "", nil).expect(t, 200, "")
+		v1 := h.do("GET", "/v1/schema/checkpoint?version=1", "", nil).expect(t, 200, "")
+		if string(plain.raw) != string(v1.raw) || v1.str("$schema") == "" {
+			t.Fatalf("version=1 is not the default schema: %.200s", v1.raw)
+		}
+		for _, v := range []string{"2", "0", "-1", "999999999999999999999"} {
+			h.do("GET", "/v1/schema/checkpoint?version="+v, "", nil).expect(t, 404, "not_found")
+		}
+		for _, v := range []string{"two", "1.0", "", "1x"} {
+			h.do("GET", "/v1/schema/checkpoint?version="+v, "", nil).expect(t, 400, "invalid_parameter")
+		}
+	})
+}

@@ -139,7 +139,9 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 
 // completeDrain asks the gate to complete the open drain (operator). First
 // the sessions blocked only because they are unverified are handed to the
-// Verifier (bounded in time), then the store decides in one transaction.
+// Verifier (bounded in time; only while a drain runs, so a completion with
+// no drain answers 404 without asking the forge), then the store decides
+// in one transaction.
 // 200 with the completed drain when nothing blocks; 409 drain_blocked with
 // the counts and the blocking list otherwise; 503 when anything the
 // decision needs cannot be read: it fails closed, the drain stays running.

@@ -658,3 +658,35 @@ func TestDrainRequests(t *testing.T) {
 		h.do("GET", "/v1/drain?cursor=nonsense", h.operator, nil).expect(t, 422, "invalid_request")
 	})
 }
+
+// TestCompleteWithoutDrainAsksNoForge: completing when no drain is running
+// answers 404 at once — no reconcile pass for sessions that would block a
+// drain nobody started — and so does it after the drain was cancelled.
+func TestCompleteWithoutDrainAsksNoForge(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		ver := &fakeVerifier{}
+		h := newDrainHarness(t, s, s, func(d *api.Deps) { d.Verifier = ver })
+		a := h.agentSession("author@widgets", "acme/widgets", "author", "fix-12")
+		// Complete and unverified (nothing observed): what the gate would
+		// hand to reconcile.
+		h.checkpoint(a, a.doc(drainHeadA)).expect(t, 201, "")
+		h.do("POST", "/v1/drain/complete", h.operator, nil).expect(t, 404, "not_found")
+		if n := len(ver.asked); n != 0 {
+			t.Fatalf("no drain: the gate asked reconcile %d times (%v), want none", n, ver.asked)
+		}
+		h.do("POST", "/v1/drain", h.operator, map[string]any{"reason": "deploy"}).expect(t, 201, "")
+		h.do("POST", "/v1/drain/cancel", h.operator, nil).expect(t, 200, "")
+		h.do("POST", "/v1/drain/complete", h.operator, nil).expect(t, 404, "not_found")
+		if n := len(ver.asked); n != 0 {
+			t.Fatalf("cancelled drain: the gate asked reconcile %d times, want none", n)
+		}
+		// A running drain still asks before deciding.
+		h.do("POST", "/v1/drain", h.operator, map[string]any{"reason": "deploy"}).expect(t, 201, "")
+		h.checkpoint(a, a.doc(drainHeadA)).expect(t, 201, "")
+		h.do("POST", "/v1/drain/complete", h.operator, nil).expect(t, 409, "drain_blocked")
+		if got := ver.lastAsked(); len(got) != 1 || got[0] != a.id {
+			t.Fatalf("running drain: asked %v, want [%s]", got, a.id)
+		}
+	})
+}

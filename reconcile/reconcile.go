@@ -203,6 +203,10 @@ func (p *pass) run(ctx context.Context) error {
 		return fmt.Errorf("active refs: %w", err)
 	}
 	p.rep.SessionsChecked, p.rep.Refs = set.Sessions, len(set.Refs)
+	// Changed counts sessions, as they stand after the observations and
+	// the unanswered refs: a session on a branch and its PR is one.
+	ctx, moves := store.TrackMoves(ctx, set.Refs)
+	defer func() { p.rep.Changed = moves.Counts() }() // also when the pass stops early
 
 	answers := p.askAll(ctx, set.Refs)
 	var obs []checkpointd.Observation
@@ -237,18 +241,15 @@ func (p *pass) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("observe: %w", err)
 		}
-		p.rep.addChanged(eff.Sessions)
 		p.rep.Leases.ReleasedByRefs = eff.LeasesReleased
 	}
 	// After the observations: a session with one unanswered ref among two
 	// ends unverified, never valid.
 	for reason, refs := range failed {
 		p.rep.RefsUnverified += len(refs)
-		moved, err := st.MarkUnverified(ctx, refs, reason, p.source)
-		if err != nil {
+		if _, err := st.MarkUnverified(ctx, refs, reason, p.source); err != nil {
 			return fmt.Errorf("mark unverified: %w", err)
 		}
-		p.rep.addChanged(moved)
 	}
 	if err := p.renames(ctx, set.Repos, answers); err != nil {
 		return err

@@ -1,14 +1,18 @@
 package reconcile_test
 
 import (
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/reconcile"
+	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -111,9 +115,9 @@ func TestVerdictsFromTheForge(t *testing.T) {
 		e.expect(match, checkpointd.ValidityValid, "")
 		e.expect(drift, checkpointd.ValidityStale, sha(3))
 		e.expect(open, checkpointd.ValidityValid, "")
-		e.expect(closed, checkpointd.ValidityInvalidated, "closed")
-		e.expect(merged, checkpointd.ValidityInvalidated, "closed")
-		e.expect(deleted, checkpointd.ValidityInvalidated, "deleted")
+		e.expect(closed, checkpointd.ValidityInvalidated, "was closed without being merged")
+		e.expect(merged, checkpointd.ValidityInvalidated, "was merged")
+		e.expect(deleted, checkpointd.ValidityInvalidated, "branch gone/branch was deleted")
 		e.expect(noPR, checkpointd.ValidityUnverified, "pull request #99 is not found")
 		e.expect(hidden, checkpointd.ValidityUnverified, "not visible to the token")
 		for _, l := range []string{closedLease.ID, deletedLease.ID} {
@@ -200,4 +204,92 @@ func TestRenamesReported(t *testing.T) {
 		e.expect(byRedirect, checkpointd.ValidityValid, "")
 		e.expect(byWebhook, checkpointd.ValidityValid, "")
 	})
+}
+
+// TestNotValidAlwaysExplained: every session the report lists as not valid
+// carries its explanation — a new session with no checkpoint, and one whose
+// checkpoint was never checked because no forge is configured.
+func TestNotValidAlwaysExplained(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		e := newEnv(t, b)
+		e.r.Forge, e.r.ForgeURL = nil, ""
+		checked := e.session("acme/widgets", "main", 0, sha(1))
+		fresh, err := e.s.CreateSession(t.Context(), store.NewSession{Repo: "acme/widgets", Role: "author", Branch: "new"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := e.pass()
+		got := map[string]string{}
+		for _, v := range rep.NotValid {
+			got[v.SessionID] = v.Reason
+		}
+		for id, want := range map[string]string{checked.ID: "no live head", fresh.ID: "no checkpoint"} {
+			if !strings.Contains(got[id], want) {
+				t.Errorf("session %s listed as not valid with reason %q, want …%s…", id, got[id], want)
+			}
+		}
+		for _, s := range []*checkpointd.Session{checked, fresh} {
+			if r := e.get(s).ValidityReason; r == "" {
+				t.Errorf("session %s reads unverified with no reason", s.ID)
+			}
+		}
+	})
+}
+
+// TestChangedCountsSessions: a session bound to a branch and to its PR is
+// asked about twice (one forge call per ref) but moves once, and the
+// report counts it once, as the validity metric does.
+func TestChangedCountsSessions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		e := newEnv(t, b)
+		obs := &validityCounts{n: map[string]int{}}
+		e.s.SetObserver(obs)
+		e.forge.AddRepo(1, "acme/widgets")
+		e.forge.SetBranch("acme/widgets", "fix-1", sha(1))
+		e.forge.SetPull("acme/widgets", forgetestPull(7, "open", false, "fix-1", sha(1)))
+		e.forge.SetBranch("acme/widgets", "fix-2", sha(2))
+		e.forge.SetBranch("acme/widgets", "fix-3", sha(9))
+		both := e.session("acme/widgets", "fix-1", 7, sha(1))
+		e.session("acme/widgets", "fix-2", 0, sha(2))
+		drifted := e.session("acme/widgets", "fix-3", 0, sha(3))
+		rep := e.pass()
+		if rep.Refs != 4 || rep.SessionsChecked != 3 {
+			t.Fatalf("checked %d sessions on %d refs, want 3 on 4", rep.SessionsChecked, rep.Refs)
+		}
+		if diff := cmp.Diff(map[string]int{"valid": 2, "stale": 1}, rep.Changed); diff != "" {
+			t.Errorf("changed (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(obs.get(), rep.Changed); diff != "" {
+			t.Errorf("report and validity metric disagree (-metric +report):\n%s", diff)
+		}
+		e.expect(both, checkpointd.ValidityValid, "")
+		e.expect(drifted, checkpointd.ValidityStale, sha(9))
+		// Nothing moves on the second pass.
+		if rep := e.pass(); len(rep.Changed) != 0 {
+			t.Errorf("second pass changed %v", rep.Changed)
+		}
+	})
+}
+
+// validityCounts is a store observer counting reconcile's validity
+// transitions, as the validity metric does.
+type validityCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (v *validityCounts) ValidityChanged(cause string, to checkpointd.Validity, n int) {
+	if cause == store.CauseReconcile {
+		v.mu.Lock()
+		v.n[string(to)] += n
+		v.mu.Unlock()
+	}
+}
+func (v *validityCounts) LeaseEvent(string)        {}
+func (v *validityCounts) StoreError(string)        {}
+func (v *validityCounts) RefSettled(time.Duration) {}
+func (v *validityCounts) get() map[string]int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return maps.Clone(v.n)
 }

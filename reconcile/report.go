@@ -64,7 +64,9 @@ type LeaseReport struct {
 
 // Rename is a repo sessions name that the forge knows by another name now.
 type Rename struct {
-	Repo    string `json:"repo"`
+	Repo string `json:"repo"`
+	// RepoID is the forge's repository id, absent when the pass did not
+	// learn it (a redirected branch answer carries none).
 	RepoID  int64  `json:"repo_id,omitempty"`
 	NewName string `json:"new_name"`
 	// Source is "forge" (the forge redirected the old name) or "webhook" (a
@@ -111,12 +113,6 @@ func newReport(id, trigger, forge string, at time.Time) *Report {
 	return &Report{ID: id, Trigger: trigger, StartedAt: at, Forge: forge, Verdicts: map[string]int{},
 		Changed: map[string]int{}, ErrorsByRepo: map[string][]string{}, Renames: []Rename{},
 		Worktrees: []Worktree{}, NotValid: []Verdict{}}
-}
-
-func (r *Report) addChanged(m map[string]int) {
-	for k, v := range m {
-		r.Changed[k] += v
-	}
 }
 
 func (r *Report) addError(repo, msg string) {

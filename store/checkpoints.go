@@ -182,14 +182,8 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		if err != nil {
 			return err
 		}
-		ev := checkpointd.ValidityEvidence{Invalidated: validity == string(checkpointd.ValidityInvalidated), LeasesHeld: nowOK, Head: head}
-		if live != nil {
-			ev.Invalidated = ev.Invalidated || live.State.Gone()
-			if live.State == checkpointd.RefOpen {
-				ev.LiveHead = live.Head
-			}
-		}
-		judged, reason := checkpointd.JudgeValidity(ev)
+		judged, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{
+			Invalidated: validity == string(checkpointd.ValidityInvalidated), LeasesHeld: nowOK, Head: head, Live: live})
 		cp.Validity = checkpointd.Validity(validity)
 		if validity != string(checkpointd.ValidityInvalidated) {
 			cp.Validity = judged
@@ -336,7 +330,8 @@ func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) 
 	}
 	cp.Validity = checkpointd.ValiditySuperseded
 	if row.Seq == row.Latest {
-		cp.Validity, cp.ValidityReason = checkpointd.Validity(row.Validity), row.Reason
+		cp.Validity = checkpointd.Validity(row.Validity)
+		cp.ValidityReason = checkpointd.ExplainValidity(cp.Validity, row.Reason)
 	}
 	return cp, nil
 }

@@ -284,7 +284,7 @@ func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
 		b.Missing = in.Missing
 	}
 	if in.Validity != checkpointd.ValidityValid {
-		b.ValidityReason = r.ValidityReason
+		b.ValidityReason = checkpointd.ExplainValidity(checkpointd.Validity(r.Validity), r.ValidityReason)
 	}
 	if slices.Contains(b.Reasons, checkpointd.BlockWriteFailed) {
 		b.WriteFailedAt, b.WriteFailure = &in.WriteFailedAt, r.WriteFailedCode
@@ -400,10 +400,20 @@ func countActive(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
 	return n, err
 }
 
-// DrainUnverified returns up to limit active sessions that block the drain
-// only because they are unverified: what reconcile can clear before the
-// gate decides. Errors: ErrStoreUnavailable.
+// DrainUnverified returns up to limit active sessions that block the
+// running drain only because they are unverified: what reconcile can clear
+// before the gate decides. None while no drain runs: asking the forge then
+// would cost a pass for a decision that is not made (the completion
+// answers not found, or with the completed drain). Errors:
+// ErrStoreUnavailable.
 func (s *Store) DrainUnverified(ctx context.Context, limit int) ([]string, error) {
+	var running int
+	if err := s.rdb.GetContext(ctx, &running, `SELECT COUNT(*) FROM drains WHERE is_open = 1 AND state = 'running'`); err != nil {
+		return nil, s.classify(err)
+	}
+	if running == 0 {
+		return nil, nil
+	}
 	if err := s.settled(ctx); err != nil {
 		return nil, err
 	}

@@ -55,9 +55,16 @@ func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []check
 	return effects, false, nil
 }
 
-// Observe applies observations that come with no delivery (reconcile).
-// Errors: ErrStoreUnavailable.
+// Observe applies observations that come with no delivery (reconcile) and
+// settles them. Its effects count sessions, as they moved once everything
+// was settled: a session bound to two observed refs (a branch and its PR)
+// counts once. Errors: ErrStoreUnavailable.
 func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation) (*checkpointd.ObservationEffects, error) {
+	refs := make([]ActiveRef, len(obs))
+	for i, o := range obs {
+		refs[i] = ActiveRef{Repo: o.Repo, Branch: o.Branch, PR: o.PR}
+	}
+	ctx, moves := TrackMoves(ctx, refs)
 	ctx = s.noting(ctx, CauseReconcile)
 	now := s.now()
 	var effects *checkpointd.ObservationEffects
@@ -78,8 +85,11 @@ func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation) (*ch
 		return nil, err
 	}
 	// Reconcile is the authority and not in a hurry: its verdicts are in
-	// place when it returns.
-	return effects, s.Settle(ctx)
+	// place when it returns, and what they moved is counted from them
+	// rather than predicted per ref.
+	err = s.Settle(ctx)
+	effects.Sessions = moves.Counts()
+	return effects, err
 }
 
 func newEffects() *checkpointd.ObservationEffects {
@@ -157,8 +167,9 @@ func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, st *observeStatements,
 	case checkpointd.LiveRefState(prev.State).Gone() && o.PR == 0:
 		// A push to a deleted branch name recreates the branch.
 	case checkpointd.LiveRefState(prev.State).Gone():
-		// A PR that ended stays ended until the forge says it reopened.
-		if o.Before == "" && prev.State != string(checkpointd.RefMerged) {
+		// A PR that ended stays ended until the forge says it reopened;
+		// a merged or deleted one cannot reopen.
+		if o.Before == "" && prev.State == string(checkpointd.RefClosed) {
 			state = checkpointd.RefOpen // reopened
 		} else {
 			return nil
@@ -202,6 +213,7 @@ type boundSession struct {
 	ID       string `db:"id"`
 	Head     string `db:"head"`
 	Validity string `db:"validity"`
+	Reason   string `db:"validity_reason"`
 	LeasesOK bool   `db:"leases_ok"`
 }
 
@@ -216,9 +228,9 @@ type validityChange struct{ from, to, reason string }
 // read the head that write commits, not the one before it.
 func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow) (map[validityChange][]string, error) {
 	branch, pr := refTarget(ref)
-	q, arg := `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(branch)
+	q, arg := `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(branch)
 	if pr > 0 {
-		q, arg = `SELECT id, head, validity, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, pr
+		q, arg = `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, pr
 	}
 	if tx.DriverName() == "postgres" {
 		q += ` ORDER BY id FOR UPDATE`
@@ -228,8 +240,9 @@ func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRef
 		return nil, err
 	}
 	groups := map[validityChange][]string{}
+	live := row.liveRef(repoKey, ref)
 	for _, b := range bound {
-		if c, ok := judgeBound(b, row); ok {
+		if c, ok := judgeBound(b, live); ok {
 			groups[c] = append(groups[c], b.ID)
 		}
 	}
@@ -238,7 +251,7 @@ func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRef
 
 // countBoundSQL reads the sessions bound to a branch (or, with pr for
 // branch, to a PR) as one row per distinct (head, validity, leases).
-const countBoundSQL = `SELECT '' AS id, head, validity, leases_ok, COUNT(*) AS n FROM sessions
+const countBoundSQL = `SELECT '' AS id, head, validity, '' AS validity_reason, leases_ok, COUNT(*) AS n FROM sessions
 WHERE repo_key = ? AND branch = ? AND state = 'active' GROUP BY head, validity, leases_ok`
 
 // countRef is judgeRef for a delivery's answer: how many sessions move to
@@ -257,8 +270,9 @@ func countRef(ctx context.Context, count *sqlx.Stmt, repoKey, ref string, row li
 		return nil, err
 	}
 	moved := map[string]int{}
+	live := row.liveRef(repoKey, ref)
 	for _, b := range bound {
-		if c, ok := judgeBound(b.boundSession, row); ok {
+		if c, ok := judgeBound(b.boundSession, live); ok && c.to != c.from {
 			moved[c.to] += b.N
 		}
 	}
@@ -266,19 +280,23 @@ func countRef(ctx context.Context, count *sqlx.Stmt, repoKey, ref string, row li
 }
 
 // judgeBound applies the shared validity rule to one bound session and
-// says whether its validity changes. Invalidated is final.
-func judgeBound(b boundSession, row liveRefRow) (validityChange, bool) {
+// says whether its validity or the explanation of it changes (a new
+// explanation for the same validity is recorded, not counted as a move).
+// Invalidated is final.
+func judgeBound(b boundSession, live *checkpointd.LiveRef) (validityChange, bool) {
 	if b.Validity == string(checkpointd.ValidityInvalidated) {
 		return validityChange{}, false
 	}
-	state := checkpointd.LiveRefState(row.State)
-	live := row.Head
-	if state == checkpointd.RefAmbiguous {
-		live = ""
-	}
-	to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{
-		Invalidated: state.Gone(), LeasesHeld: b.LeasesOK, Head: b.Head, LiveHead: live})
-	return validityChange{b.Validity, string(to), reason}, string(to) != b.Validity
+	to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: b.LeasesOK, Head: b.Head, Live: live})
+	return validityChange{b.Validity, string(to), reason}, string(to) != b.Validity || reason != b.Reason
+}
+
+// liveRef is the row as the evidence of a judgement about ref.
+func (row liveRefRow) liveRef(repoKey, ref string) *checkpointd.LiveRef {
+	l := &checkpointd.LiveRef{Repo: repoKey, Head: row.Head, State: checkpointd.LiveRefState(row.State),
+		ObservedAt: fromMicros(row.ObservedAt), Source: row.Source}
+	l.Branch, l.PR = refTarget(ref)
+	return l
 }
 
 // applyJudgement records judgeRef's changes, each with the ref's live state
@@ -289,6 +307,7 @@ func applyJudgement(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row l
 		if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c.from), checkpointd.Validity(c.to), c.reason, evidence); err != nil {
 			return err
 		}
+		noteMoves(ctx, repoKey, ref, ids, checkpointd.Validity(c.from), checkpointd.Validity(c.to))
 	}
 	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE live_refs SET settled_version = ? WHERE repo_key = ? AND ref = ? AND settled_version < ?`),
 		row.Version, repoKey, ref, row.Version)

@@ -183,6 +183,7 @@ func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, so
 				if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c[0]), checkpointd.Validity(c[1]), why, evidence); err != nil {
 					return err
 				}
+				noteMoves(ctx, repoKey, ref.Name(), ids, checkpointd.Validity(c[0]), checkpointd.Validity(c[1]))
 				if c[0] != c[1] {
 					moved[c[1]] += len(ids)
 				}
@@ -229,7 +230,8 @@ WHERE state = 'active' AND validity <> 'valid' ORDER BY id LIMIT ?`), limit); er
 	}
 	verdicts := make([]SessionVerdict, len(rows))
 	for i, r := range rows {
-		verdicts[i] = SessionVerdict{SessionID: r.ID, Repo: r.Repo, Validity: checkpointd.Validity(r.Validity), Reason: r.Reason}
+		v := checkpointd.Validity(r.Validity)
+		verdicts[i] = SessionVerdict{SessionID: r.ID, Repo: r.Repo, Validity: v, Reason: checkpointd.ExplainValidity(v, r.Reason)}
 	}
 	return out, verdicts, nil
 }

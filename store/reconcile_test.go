@@ -224,7 +224,12 @@ func TestMarkUnverified(t *testing.T) {
 		if v := rcValidity(t, s, valid.ID); v != checkpointd.ValidityUnverified {
 			t.Errorf("checkpoint after the forge failed: %s, want unverified", v)
 		}
-		// The same reason again records nothing new.
+		// The write explained the verdict by the ambiguous head; the forge
+		// failing again says why once more, and the same reason again
+		// records nothing new.
+		if _, err := s.MarkUnverified(ctx, []store.ActiveRef{{Repo: "acme/w", Branch: "fix-12"}}, "the forge answered 503", "reconcile:rec_10"); err != nil {
+			t.Fatal(err)
+		}
 		n := len(kinds(t, s, valid.ID))
 		if _, err := s.MarkUnverified(ctx, []store.ActiveRef{{Repo: "acme/w", Branch: "fix-12"}}, "the forge answered 503", "reconcile:rec_10"); err != nil {
 			t.Fatal(err)

@@ -29,8 +29,8 @@ type NewSession struct {
 const insertSession = `
 INSERT INTO sessions (id, repo, repo_key, role, issue, pr, branch, worktree, capabilities,
     state, created_by, created_at, updated_at, current_run_id, run_seq, event_seq,
-    validity, validity_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, 1, 2, 'unverified', ?)`
+    validity, validity_reason, validity_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, 1, 2, 'unverified', ?, ?)`
 
 const insertRun = `
 INSERT INTO runs (id, session_id, fencing_token, agent, started_at, takeover_reason)
@@ -56,7 +56,7 @@ func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertSession), sid, in.Repo, strings.ToLower(in.Repo), in.Role,
 			in.Issue, in.PR, in.Branch, in.Worktree, string(capsJSON), in.CreatedBy,
-			micros(now), micros(now), rid, micros(now)); err != nil {
+			micros(now), micros(now), rid, checkpointd.ReasonNoCheckpoint, micros(now)); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertRun), rid, sid, 1, string(agentJSON), micros(now), ""); err != nil {
@@ -140,7 +140,7 @@ func (r *sessionRow) session() *checkpointd.Session {
 		ID: r.ID, Repo: r.Repo, Role: r.Role, Issue: r.Issue, PR: r.PR, Branch: r.Branch,
 		Worktree: r.Worktree, State: checkpointd.SessionState(r.State), Outcome: checkpointd.Outcome(r.Outcome),
 		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt), EndedAt: fromNullMicros(r.EndedAt),
-		Validity: checkpointd.Validity(r.Validity), ValidityReason: r.ValidityReason, ValidityAt: fromMicros(r.ValidityAt),
+		Validity: checkpointd.Validity(r.Validity), ValidityReason: checkpointd.ExplainValidity(checkpointd.Validity(r.Validity), r.ValidityReason), ValidityAt: fromMicros(r.ValidityAt),
 		Capabilities: []string{},
 	}
 	_ = json.Unmarshal([]byte(r.Capabilities), &out.Capabilities)

@@ -216,9 +216,11 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error
 	n := notesFrom(ctx)
 	for attempt := 0; ; attempt++ {
 		n.reset()
+		resetMoves(ctx)
 		err = s.tryTx(ctx, fn)
 		if err == nil {
 			s.flush(n)
+			commitMoves(ctx)
 			s.committed()
 		}
 		if err == nil || !retryable(err) || attempt == 3 {

@@ -12,10 +12,19 @@ import (
 )
 
 // setValidity records a new validity for a session, with its evidence in the
-// event log, when it differs from the stored one. Invalidated is final.
+// event log, when it differs from the stored one. The same validity for
+// another reason (a new session's first checkpoint: still unverified, but
+// no longer for want of a checkpoint) only updates the explanation: it is
+// no transition, and the event of the write that caused it is its record.
+// Invalidated is final.
 func setValidity(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Time, from, to checkpointd.Validity, reason string, evidence map[string]any) error {
-	if from == to || from == checkpointd.ValidityInvalidated {
+	if from == checkpointd.ValidityInvalidated {
 		return nil
+	}
+	if from == to {
+		_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET validity_reason = ?
+WHERE id = ? AND validity = ? AND validity_reason <> ?`), reason, sessionID, string(to), reason)
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET validity = ?, validity_reason = ?, validity_at = ? WHERE id = ?`),
 		string(to), reason, micros(at), sessionID); err != nil {

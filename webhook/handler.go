@@ -131,11 +131,14 @@ func observations(d *Delivery, ev Event) ([]checkpointd.Observation, string) {
 	case PullRequest:
 		o := checkpointd.Observation{Repo: e.Repo.FullName, RepoID: e.Repo.ID, PR: e.Number, Head: e.HeadSHA, Source: src}
 		if e.Closed {
-			// A deleted PR ends the way a closed one does: the same
-			// state, the same invalidation and lease release.
+			// A deleted PR ends the way a closed one does — the same
+			// invalidation and lease release — and says it was deleted.
 			o.End = checkpointd.RefClosed
-			if e.Merged {
+			switch {
+			case e.Merged:
 				o.End = checkpointd.RefMerged
+			case e.Action == "deleted":
+				o.End = checkpointd.RefDeleted
 			}
 		}
 		return []checkpointd.Observation{o}, e.Repo.FullName

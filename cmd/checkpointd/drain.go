@@ -96,7 +96,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 					if c.Bool("json") {
 						return printJSON(stdout, raw)
 					}
-					printDrainStatus(stdout, st)
+					printDrainStatus(stdout, st, time.Now())
 					return nil
 				},
 			},
@@ -335,14 +335,13 @@ func reasonSummary(bs []checkpointd.DrainBlocker) string {
 	return fmt.Sprintf(" (of the first %d: %s)", len(bs), strings.Join(parts, ", "))
 }
 
-func printDrainStatus(w io.Writer, st *drainStatus) {
+func printDrainStatus(w io.Writer, st *drainStatus, now time.Time) {
 	if st.Drain == nil {
 		fmt.Fprintln(w, "no drain has been started")
 		return
 	}
 	d := st.Drain
-	fmt.Fprintf(w, "drain %s: %s since %s (%s) — %s\n", d.ID, d.State, d.StartedAt.Local().Format(time.DateTime),
-		time.Since(d.StartedAt).Round(time.Second), d.Reason)
+	fmt.Fprintf(w, "drain %s: %s — %s\n", d.ID, drainWhen(d, now), d.Reason)
 	if !st.Draining {
 		fmt.Fprintln(w, "not draining: new sessions and runs are admitted")
 		return
@@ -355,6 +354,23 @@ func printDrainStatus(w io.Writer, st *drainStatus) {
 		fmt.Fprintf(w, "%s  ready %d/%d  blocking %d\n", progressBar(c, 24), c.Ready, c.Active, c.Blocking)
 		printBlocking(w, st.Blocking, c.Blocking)
 	}
+}
+
+// drainWhen says when a drain entered the state it is in: a running one
+// since its start, an ended one at its end (ended_at; lifted_at for a
+// completed drain that no longer gates), with how long it ran.
+func drainWhen(d *checkpointd.Drain, now time.Time) string {
+	at := func(t time.Time) string { return t.Local().Format(time.DateTime) }
+	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
+	if d.State == checkpointd.DrainRunning || d.EndedAt == nil {
+		return fmt.Sprintf("%s since %s (%s)", d.State, at(d.StartedAt), ago(d.StartedAt))
+	}
+	s := fmt.Sprintf("%s at %s (%s ago; started %s, ran %s)", d.State, at(*d.EndedAt), ago(*d.EndedAt),
+		at(d.StartedAt), d.EndedAt.Sub(d.StartedAt).Round(time.Second))
+	if d.State == checkpointd.DrainCompleted && d.LiftedAt != nil {
+		s += fmt.Sprintf(", lifted at %s (%s ago)", at(*d.LiftedAt), ago(*d.LiftedAt))
+	}
+	return s
 }
 
 // printBlocking lists blocking sessions with their reasons.

@@ -112,6 +112,10 @@ func TestDrainCommand(t *testing.T) {
 		if err != nil || !strings.Contains(out, "cancelled") {
 			t.Fatalf("drain cancel: %v\n%s", err, out)
 		}
+		out, err = cli("status")
+		if err != nil || !strings.Contains(out, ": cancelled at ") || strings.Contains(out, "since") {
+			t.Errorf("status of a cancelled drain: %v\n%s", err, out)
+		}
 		if _, err := cli("cancel"); err == nil || !strings.Contains(err.Error(), "404") {
 			t.Errorf("cancel without a drain: %v", err)
 		}

@@ -175,7 +175,12 @@ func printReport(w io.Writer, r *reconcile.Report) {
 		}
 	}
 	for _, rn := range r.Renames {
-		fmt.Fprintf(w, "renamed: %s → %s (repository id %d, seen by %s)\n", rn.Repo, rn.NewName, rn.RepoID, rn.Source)
+		// A rename seen by a redirect on a branch answer carries no id.
+		id := ""
+		if rn.RepoID > 0 {
+			id = fmt.Sprintf("repository id %d, ", rn.RepoID)
+		}
+		fmt.Fprintf(w, "renamed: %s → %s (%sseen by %s)\n", rn.Repo, rn.NewName, id, rn.Source)
 	}
 	for _, wt := range r.Worktrees {
 		what := strings.Join(wt.Findings, ", ")
@@ -185,7 +190,12 @@ func printReport(w io.Writer, r *reconcile.Report) {
 		fmt.Fprintf(w, "worktree: %s %s: %s\n", wt.SessionID, wt.Path, what)
 	}
 	for _, v := range r.NotValid {
-		fmt.Fprintf(w, "not valid: %s %s %s: %s\n", v.SessionID, v.Repo, v.Validity, v.Reason)
+		// Reports of earlier versions may list a verdict without a reason.
+		why := ""
+		if v.Reason != "" {
+			why = ": " + v.Reason
+		}
+		fmt.Fprintf(w, "not valid: %s %s %s%s\n", v.SessionID, v.Repo, v.Validity, why)
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "note: %s\n", r.Error)
