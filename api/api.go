@@ -246,7 +246,7 @@ func (a *api) schema(w http.ResponseWriter, r *http.Request) error {
 		case errors.Is(err, strconv.ErrRange):
 			n = -1 // an integer, but no version anyone publishes
 		case err != nil:
-			return fmt.Errorf("version %q is not an integer schema version (e.g. 1): %w", q.Get("version"), errBadParameter)
+			return checkpointd.Invalid("version", "must be an integer schema version (e.g. 1)")
 		}
 		version = n
 	}

@@ -187,7 +187,8 @@ func TestCorruptCheckpointIs500(t *testing.T) {
 
 // TestSchemaVersions: the schema is published by version; no version and
 // version=1 are v1, a version this daemon does not publish is 404 (never v1
-// under another number), and a version that is not an integer is 400.
+// under another number), and a version that is not an integer is 422 invalid_request, as every
+// malformed query parameter is.
 func TestSchemaVersions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newHarness(t, b)
@@ -200,7 +201,7 @@ func TestSchemaVersions(t *testing.T) {
 			h.do("GET", "/v1/schema/checkpoint?version="+v, "", nil).expect(t, 404, "not_found")
 		}
 		for _, v := range []string{"two", "1.0", "", "1x"} {
-			h.do("GET", "/v1/schema/checkpoint?version="+v, "", nil).expect(t, 400, "invalid_parameter")
+			h.do("GET", "/v1/schema/checkpoint?version="+v, "", nil).expect(t, 422, "invalid_request")
 		}
 	})
 }

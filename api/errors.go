@@ -47,17 +47,12 @@ var errorStatus = []struct {
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{errBadIdempotencyKey, http.StatusBadRequest, "invalid_idempotency_key"},
-	{errBadParameter, http.StatusBadRequest, "invalid_parameter"},
 }
 
 var (
 	errPayloadTooLarge      = errors.New("payload too large")
 	errUnsupportedMediaType = errors.New("content type must be application/json")
 	errMethodNotAllowed     = errors.New("method not allowed")
-	// errBadParameter is a query parameter that cannot be parsed at all
-	// (a version that is not a number), as opposed to one that parses but
-	// breaks a rule (422 invalid_request).
-	errBadParameter = errors.New("malformed query parameter")
 )
 
 // Problem is an RFC 9457 problem document with a stable machine-readable
