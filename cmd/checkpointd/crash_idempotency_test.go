@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"testing"
@@ -120,16 +119,5 @@ func keyedCall(url, token string, k keyed) (response, error) {
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", k.key)
-	resp, err := keyedClient.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, err
-	}
-	r := response{status: resp.StatusCode, header: resp.Header, raw: raw}
-	_ = json.Unmarshal(raw, &r.body)
-	return r, nil
+	return send(keyedClient, req)
 }

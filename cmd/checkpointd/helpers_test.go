@@ -239,6 +239,12 @@ func tryCall(client *http.Client, method, url, token string, body any) (response
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return send(client, req)
+}
+
+// send sends req and reads its whole answer, the JSON body decoded when
+// it is JSON.
+func send(client *http.Client, req *http.Request) (response, error) {
 	resp, err := client.Do(req)
 	if err != nil {
 		return response{}, err
