@@ -3,10 +3,6 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,75 +13,6 @@ import (
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
-// cutProxy forwards connections to a PostgreSQL server until cut, then
-// drops every forwarded connection and every new one until restore: the
-// server went away and came back, for this test's store only.
-type cutProxy struct {
-	url string
-	ln  net.Listener
-	mu  sync.Mutex
-	cut bool
-	all []net.Conn
-}
-
-func newCutProxy(t *testing.T, raw string) *cutProxy {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := u.Host
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = ln.Addr().String()
-	p := &cutProxy{url: u.String(), ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.cut {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			p.all = append(p.all, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); p.cutOff() })
-	return p
-}
-
-// cutOff drops every connection and refuses new ones.
-func (p *cutProxy) cutOff() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for _, c := range p.all {
-		c.Close()
-	}
-	p.all = nil
-}
-
-func (p *cutProxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = false
-}
-
 // outage makes the store go away at a chosen moment: on PostgreSQL by
 // cutting the proxy the store connects through, on SQLite (a file that
 // cannot go away) by failing every call of the store. cutAfterAuth makes
@@ -93,21 +20,21 @@ func (p *cutProxy) restore() {
 // authentication and the write.
 type outage struct {
 	*store.Store
-	proxy        *cutProxy
+	proxy        *storetest.Proxy
 	down         atomic.Bool
 	cutAfterAuth atomic.Bool
 }
 
 func (o *outage) goAway() {
 	if o.proxy != nil {
-		o.proxy.cutOff()
+		o.proxy.Cut()
 	}
 	o.down.Store(true)
 }
 
 func (o *outage) comeBack() {
 	if o.proxy != nil {
-		o.proxy.restore()
+		o.proxy.Restore()
 	}
 	o.down.Store(false)
 }
@@ -168,8 +95,8 @@ func outageHarness(t *testing.T, b storetest.Backend, set func(*api.Deps)) (*har
 	url := storetest.URL(t, b)
 	o := &outage{}
 	if b == storetest.Postgres {
-		o.proxy = newCutProxy(t, url)
-		url = o.proxy.url
+		o.proxy = storetest.NewProxy(t, url, "")
+		url = o.proxy.URL
 	}
 	o.Store = storetest.OpenURL(t, url, checkpointd.SystemClock{})
 	return newDrainHarness(t, o.Store, o, set), o
@@ -331,8 +258,8 @@ func (f *failingRecorder) RecordWriteFailure(ctx context.Context, w store.WriteF
 // sees it.
 func TestDrainUnrecordedFailureAcrossReplicas(t *testing.T) {
 	url := storetest.URL(t, storetest.Postgres)
-	p := newCutProxy(t, url)
-	away := storetest.OpenURL(t, p.url, checkpointd.SystemClock{})
+	p := storetest.NewProxy(t, url, "")
+	away := storetest.OpenURL(t, p.URL, checkpointd.SystemClock{})
 	o := &outage{Store: away, proxy: p}
 	ha := newDrainHarness(t, away, o, nil)
 	other := storetest.OpenURL(t, url, checkpointd.SystemClock{})

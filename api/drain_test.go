@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -493,11 +490,11 @@ func TestDrainFailsClosed(t *testing.T) {
 		})
 		if b == storetest.Postgres {
 			t.Run("server refuses", func(t *testing.T) {
-				p := newTCPProxy(t, url)
-				sp := storetest.OpenURL(t, p.url, checkpointd.SystemClock{})
+				p := storetest.NewProxy(t, url, "")
+				sp := storetest.OpenURL(t, p.URL, checkpointd.SystemClock{})
 				hp := newDrainHarness(t, sp, sp, nil)
 				hp.do("GET", "/v1/drain", hp.operator, nil).expect(t, 200, "")
-				p.refuse()
+				p.Cut()
 				hp.do("POST", "/v1/drain/complete", hp.operator, nil).expect(t, 503, "store_unavailable")
 				notDecided(t)
 			})
@@ -505,62 +502,6 @@ func TestDrainFailsClosed(t *testing.T) {
 		// With the store back, the same request completes.
 		h.do("POST", "/v1/drain/complete", h.operator, nil).expect(t, 200, "")
 	})
-}
-
-// tcpProxy forwards a PostgreSQL URL's connections until refuse, after
-// which the address refuses every connection, as a server that went away.
-type tcpProxy struct {
-	t     *testing.T
-	url   string
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newTCPProxy(t *testing.T, raw string) *tcpProxy {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := u.Host
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = ln.Addr().String()
-	p := &tcpProxy{t: t, url: u.String(), ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-	t.Cleanup(p.refuse)
-	return p
-}
-
-// refuse closes the listener and every forwarded connection.
-func (p *tcpProxy) refuse() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }
 
 // TestDrainHeader: while a drain gates, every response carries

@@ -126,15 +126,15 @@ func TestIdempotencyClaimsOfAPreviousProcessAreFree(t *testing.T) {
 // the dead replica's session, not after the claim TTL.
 func TestIdempotencyClaimOfACrashedReplica(t *testing.T) {
 	raw := storetest.URL(t, storetest.Postgres)
-	p := newPGProxy(t, raw, "replica-a")
-	a := storetest.OpenURL(t, p.url, checkpointd.SystemClock{})
+	p := storetest.NewProxy(t, raw, "replica-a")
+	a := storetest.OpenURL(t, p.URL, checkpointd.SystemClock{})
 	b := storetest.OpenURL(t, raw, checkpointd.SystemClock{})
 	sess := drainSession(t, b, "acme/widgets", "author", "fix-12")
 	claimKey(t, a, sess.ID, "k")
 	if _, _, err := b.ClaimIdempotency(t.Context(), sess.ID, "k", "hmac-sha256:v1:d"); !errors.Is(err, checkpointd.ErrIdempotencyInFlight) {
 		t.Fatalf("retry on another replica while the holder lives: %v, want ErrIdempotencyInFlight", err)
 	}
-	p.cut() // replica A dies
+	p.Cut() // replica A dies
 	took := claimEventually(t, b, sess.ID, "k", 5*time.Second)
 	t.Logf("the retry ran %v after the holder died", took)
 }
@@ -195,10 +195,10 @@ func TestIdempotencyReleaseFailsWhileTheStoreIsDown(t *testing.T) {
 			}
 		}
 	}
-	setup := func(t *testing.T) (p *pgProxy, a, b *store.Store, db *sql.DB, sess *checkpointd.Session) {
+	setup := func(t *testing.T) (p *storetest.Proxy, a, b *store.Store, db *sql.DB, sess *checkpointd.Session) {
 		raw := storetest.URL(t, storetest.Postgres)
-		p = newPGProxy(t, raw, "replica-a")
-		a = storetest.OpenURL(t, p.url, checkpointd.SystemClock{})
+		p = storetest.NewProxy(t, raw, "replica-a")
+		a = storetest.OpenURL(t, p.URL, checkpointd.SystemClock{})
 		b = storetest.OpenURL(t, raw, checkpointd.SystemClock{})
 		return p, a, b, openRaw(t, storetest.Postgres, raw), drainSession(t, b, "acme/widgets", "author", "fix-12")
 	}
@@ -224,10 +224,10 @@ func TestIdempotencyReleaseFailsWhileTheStoreIsDown(t *testing.T) {
 		for _, k := range []string{"elsewhere", "here", "nobody"} {
 			claims[k] = claimKey(t, a, sess.ID, k)
 		}
-		p.cut()
+		p.Cut()
 		failBoth(t, a, sess, claims)
 		serverLetGo(t, db, "replica-a")
-		p.restore()
+		p.Restore()
 		if _, _, err := b.ClaimIdempotency(t.Context(), sess.ID, "elsewhere", "hmac-sha256:v1:d"); err != nil {
 			t.Errorf("retry on another replica once the store is back: %v", err)
 		}
@@ -247,13 +247,13 @@ func TestIdempotencyReleaseFailsWhileTheStoreIsDown(t *testing.T) {
 		for _, k := range []string{"elsewhere", "here", "nobody"} {
 			claims[k] = claimKey(t, a, sess.ID, k)
 		}
-		p.cut(lockPorts(t, db, "replica-a")...)
+		p.Cut(lockPorts(t, db, "replica-a")...)
 		failBoth(t, a, sess, claims)
 		// Replica A still shows alive: its claims are not free for B yet.
 		if _, _, err := b.ClaimIdempotency(t.Context(), sess.ID, "elsewhere", "hmac-sha256:v1:d"); !errors.Is(err, checkpointd.ErrIdempotencyInFlight) {
 			t.Fatalf("retry on another replica while A lives apart from the store: %v, want ErrIdempotencyInFlight", err)
 		}
-		p.restore()
+		p.Restore()
 		took := claimEventually(t, b, sess.ID, "elsewhere", 2500*time.Millisecond)
 		t.Logf("the retry on another replica ran %v after the store came back", took)
 		if _, _, err := a.ClaimIdempotency(t.Context(), sess.ID, "here", "hmac-sha256:v1:d"); err != nil {

@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"io"
@@ -9,13 +9,15 @@ import (
 	"testing"
 )
 
-// pgProxy forwards connections to the server of a PostgreSQL URL, so a
-// test can take the store away from one replica without touching the
-// shared server: cut closes the forwarded connections (all but the ones it
-// is told to keep) and closes new ones as they arrive, as a server that
-// went away; restore brings it back.
-type pgProxy struct {
-	url    string
+// Proxy forwards connections to the server of a PostgreSQL URL, so a test
+// can take the store away from one store instance (a replica) without
+// touching the shared server: Cut closes the forwarded connections (all
+// but the ones it is told to keep) and closes new ones as they arrive, as a
+// server that went away; Restore brings it back.
+type Proxy struct {
+	// URL is the database URL through the proxy.
+	URL string
+
 	target string
 	ln     net.Listener
 	mu     sync.Mutex
@@ -26,9 +28,10 @@ type pgProxy struct {
 // proxied is one forwarded connection: the client's side and the server's.
 type proxied struct{ client, server net.Conn }
 
-// newPGProxy proxies raw's server; url is raw through the proxy, with
-// application_name set to app so the server can tell its sessions apart.
-func newPGProxy(t *testing.T, raw, app string) *pgProxy {
+// NewProxy proxies raw's server on a loopback port. When app is set, the
+// proxy's URL sets application_name to it, so the server can tell the
+// sessions that came through it apart. The proxy stops with the test.
+func NewProxy(t testing.TB, raw, app string) *Proxy {
 	t.Helper()
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -38,21 +41,23 @@ func newPGProxy(t *testing.T, raw, app string) *pgProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pgProxy{target: u.Host, ln: ln}
+	p := &Proxy{target: u.Host, ln: ln}
 	u.Host = ln.Addr().String()
-	q := u.Query()
-	q.Set("application_name", app)
-	u.RawQuery = q.Encode()
-	p.url = u.String()
+	if app != "" {
+		q := u.Query()
+		q.Set("application_name", app)
+		u.RawQuery = q.Encode()
+	}
+	p.URL = u.String()
 	go p.accept()
 	t.Cleanup(func() {
 		ln.Close()
-		p.cut()
+		p.Cut()
 	})
 	return p
 }
 
-func (p *pgProxy) accept() {
+func (p *Proxy) accept() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -78,11 +83,11 @@ func (p *pgProxy) accept() {
 	}
 }
 
-// cut takes the server away: every forwarded connection is closed, except
+// Cut takes the server away: every forwarded connection is closed, except
 // those whose server side has one of the local ports in keep (the
 // client_port PostgreSQL reports for the session), and new connections are
-// refused until restore.
-func (p *pgProxy) cut(keep ...int) {
+// closed as they arrive until Restore.
+func (p *Proxy) Cut(keep ...int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = true
@@ -98,8 +103,8 @@ func (p *pgProxy) cut(keep ...int) {
 	p.pairs = kept
 }
 
-// restore forwards new connections again.
-func (p *pgProxy) restore() {
+// Restore forwards new connections again.
+func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = false
