@@ -96,11 +96,18 @@ func (s *Store) ExclusiveHeldElsewhere(ctx context.Context, name string) (bool, 
 // that needs a new page fails with SQLITE_FULL, "database or disk is
 // full". restore lifts the cap.
 func LimitPages(ctx context.Context, s *Store) (restore func() error, err error) {
-	var was int64
-	if err := s.wdb.GetContext(ctx, &was, `PRAGMA max_page_count`); err != nil {
+	if _, err := s.wdb.ExecContext(ctx, `VACUUM`); err != nil {
 		return nil, err
 	}
-	if _, err := s.wdb.ExecContext(ctx, `VACUUM`); err != nil {
+	return CapPages(ctx, s)
+}
+
+// CapPages is LimitPages without the VACUUM: the pages on the freelist
+// stay usable, as they do when a real disk fills up, so a write that fits
+// in them still commits and a larger one fails.
+func CapPages(ctx context.Context, s *Store) (restore func() error, err error) {
+	var was int64
+	if err := s.wdb.GetContext(ctx, &was, `PRAGMA max_page_count`); err != nil {
 		return nil, err
 	}
 	var pages int64
@@ -122,6 +129,12 @@ const (
 	ReadyTTL          = readyTTL
 	ReadyProbeTimeout = readyProbeTimeout
 )
+
+// FreePages is how many pages the SQLite database has on its freelist.
+func FreePages(ctx context.Context, s *Store) (n int64, err error) {
+	err = s.wdb.GetContext(ctx, &n, `PRAGMA freelist_count`)
+	return n, err
+}
 
 // ReadyProbes is how many readiness probes s ran.
 func ReadyProbes(s *Store) int64 { return s.ready.probes.Load() }

@@ -23,6 +23,17 @@ import (
 // real write, at most once per readyTTL per store, and a write that failed
 // with a store error meanwhile makes the store not ready until a later
 // probe write commits.
+//
+// A probe that deletes its padding again frees the pages it wrote, and the
+// next probe reuses them: on a database that is full (SQLite on a full
+// disk keeps reusing its freelist) the small probe commits forever while
+// every checkpoint write, which needs more room than that, fails. So a
+// failed write also sets needRoom, and until it is cleared the probe pads
+// with a whole checkpoint document's worth (readyRoomBytes) instead: it
+// commits only once a write of checkpoint size can commit again, which
+// one probe's own freed pages cannot fake, since the write that failed
+// needed more than the free pages there were. Only such a probe, starting
+// after the last failed write, clears needRoom.
 const (
 	// readyTTL is how long one answer stands: a storm of probes costs the
 	// database one write per TTL.
@@ -34,6 +45,11 @@ const (
 	// checkpoint write does, not just a rewrite in place. It is random, so
 	// PostgreSQL cannot compress it away.
 	readyProbeBytes = 8 << 10
+	// readyRoomBytes is the probe's padding after a failed write: the
+	// largest checkpoint document by default. A daemon configured for
+	// larger documents may read ready while a write of such a document
+	// still fails; that write sets needRoom again at once.
+	readyRoomBytes = checkpointd.DefaultMaxDocumentBytes
 )
 
 // Reasons a store is not ready (NotReadyError.Reason); /readyz reports
@@ -69,6 +85,9 @@ type readiness struct {
 	// runs.
 	probing chan struct{}
 	probes  atomic.Int64
+	// needRoom is set by a failed write and cleared by a probe with
+	// readyRoomBytes of padding that started after it and committed.
+	needRoom bool
 	// closed is set by Close: a closing store is not ready, whatever an
 	// earlier probe found.
 	closed bool
@@ -128,12 +147,20 @@ func (s *Store) Ready(ctx context.Context) error {
 func (s *Store) probeReady(done chan struct{}) {
 	r := &s.ready
 	r.probes.Add(1)
-	started := time.Now()
-	err := s.probe()
+	r.mu.Lock()
+	started, padding := time.Now(), readyProbeBytes
+	if r.needRoom {
+		padding = readyRoomBytes
+	}
+	r.mu.Unlock()
+	err := s.probe(padding)
 	r.mu.Lock()
 	// A success does not hide a write that failed while the probe ran.
 	if err != nil || !r.at.After(started) {
 		r.at, r.err = time.Now(), err
+		if err == nil && padding == readyRoomBytes {
+			r.needRoom = false
+		}
 	}
 	r.probing = nil
 	r.mu.Unlock()
@@ -150,7 +177,9 @@ const (
 const upsertSetting = `INSERT INTO settings (name, value) VALUES (?, ?)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value`
 
-func (s *Store) probe() error {
+// probe commits a write with paddingBytes of padding (the comment at the
+// top of this file says why the size matters).
+func (s *Store) probe(paddingBytes int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyProbeTimeout)
 	defer cancel()
 	notReady := func(reason string, err error) error {
@@ -170,7 +199,7 @@ func (s *Store) probe() error {
 	if pending {
 		return &NotReadyError{ReasonMigrationsPending, errors.New("migrations pending")}
 	}
-	padding := make([]byte, readyProbeBytes/2)
+	padding := make([]byte, paddingBytes/2)
 	_, _ = rand.Read(padding)
 	name := settingReadyPadding + hex.EncodeToString(padding[:8])
 	// Its own transaction, not a group commit on SQLite: a probe that
@@ -193,9 +222,10 @@ func (s *Store) probe() error {
 }
 
 // writeFailed makes the store not ready, from now until a probe that
-// starts later commits: a write just failed with a store error. Conflicts
-// worth a retry (serialization failures, a busy SQLite) are contention,
-// not a store that cannot write, and do not count.
+// starts later commits a checkpoint's worth of padding (needRoom): a write
+// just failed with a store error. Conflicts worth a retry (serialization
+// failures, a busy SQLite) are contention, not a store that cannot write,
+// and do not count.
 func (s *Store) writeFailed(err error) {
 	if retryable(err) {
 		return
@@ -203,5 +233,6 @@ func (s *Store) writeFailed(err error) {
 	r := &s.ready
 	r.mu.Lock()
 	r.at, r.err = time.Now(), &NotReadyError{ReasonWriteFailed, err}
+	r.needRoom = true
 	r.mu.Unlock()
 }

@@ -96,6 +96,62 @@ func TestReadyWhileWritesFail(t *testing.T) {
 	})
 }
 
+// TestReadyWhileFullOnItsOwnFreePages is readiness on a full SQLite
+// database whose freelist holds only the pages the last probe freed (no
+// VACUUM, as on a real full disk): every checkpoint write fails, and Ready
+// must keep failing past the TTL. The probe used to write and delete its
+// padding row, so the next probe reused its own freed pages and answered
+// nil after one TTL while every checkpoint write still failed.
+func TestReadyWhileFullOnItsOwnFreePages(t *testing.T) {
+	ctx := t.Context()
+	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
+	sess := newSession(t, s, "owner/name")
+	if _, err := write(ctx, s, sess.ID, bigDoc(sess.CurrentRun, "planning")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(ctx); err != nil {
+		t.Fatalf("Ready before the fault: %v", err)
+	}
+	free, err := store.FreePages(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free == 0 {
+		t.Fatal("the probe left no free pages: this test would mean nothing")
+	}
+	t.Logf("%d free pages after the probe", free)
+	restore, err := store.CapPages(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := write(ctx, s, sess.ID, bigDoc(sess.CurrentRun, "implementing")); !errors.Is(err, checkpointd.ErrStoreUnavailable) {
+			t.Fatalf("write %d on a full database: %v, want ErrStoreUnavailable", i, err)
+		}
+	}
+	wantNotReady(t, s.Ready(ctx), store.ReasonWriteFailed)
+	for i := range 3 { // past the TTL, with no traffic: the probe decides
+		time.Sleep(store.ReadyTTL + 50*time.Millisecond)
+		err := s.Ready(ctx)
+		if err == nil {
+			_, werr := write(ctx, s, sess.ID, bigDoc(sess.CurrentRun, "implementing"))
+			t.Fatalf("Ready is nil %d TTLs after the failed writes, and a checkpoint write now: %v", i+1, werr)
+		}
+		wantNotReady(t, err, store.ReasonWriteFailed)
+	}
+	if _, err := write(ctx, s, sess.ID, bigDoc(sess.CurrentRun, "implementing")); !errors.Is(err, checkpointd.ErrStoreUnavailable) {
+		t.Fatalf("a checkpoint write still on a full database: %v, want ErrStoreUnavailable", err)
+	}
+
+	if err := restore(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, "nil once there is room again", func(err error) bool { return err == nil })
+	if _, err := write(ctx, s, sess.ID, bigDoc(sess.CurrentRun, "implementing")); err != nil {
+		t.Fatalf("write after the fault: %v", err)
+	}
+}
+
 func wantNotReady(t *testing.T, err error, reason string) {
 	t.Helper()
 	var nr *store.NotReadyError
