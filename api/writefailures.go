@@ -78,11 +78,18 @@ type unrecordedFailures struct {
 	// recording lets one recording run at a time, so a session's failure
 	// is recorded once, and before its next write through this replica.
 	recording sync.Mutex
+	// deciding is held by a drain decision from the recording of what is
+	// kept to the store's decision, and read-held by add: a failure noted
+	// meanwhile waits for the decision and is answered after it, rather
+	// than being answered before a completion that never saw it.
+	deciding sync.RWMutex
 }
 
 // add keeps f, replacing an older failure of the same session and caller.
 // It reports whether the retry loop must be started.
 func (u *unrecordedFailures) add(f unrecordedFailure) (overflow, startRetry bool) {
+	u.deciding.RLock()
+	defer u.deciding.RUnlock()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.bySession == nil {
