@@ -8,6 +8,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/api"
+	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -104,6 +105,47 @@ func TestDrainWriteFailureDuringDecision(t *testing.T) {
 		}
 		if r.status != 200 && r.status != 503 {
 			t.Fatalf("completion: %d %s", r.status, r.raw)
+		}
+	})
+}
+
+// afterCommit is the real store that runs after once, right after a
+// checkpoint write commits and before it returns.
+type afterCommit struct {
+	*failingRecorder
+	after atomic.Pointer[func()]
+}
+
+func (s *afterCommit) WriteCheckpoint(ctx context.Context, w store.CheckpointWrite) (*checkpointd.Checkpoint, error) {
+	cp, err := s.failingRecorder.WriteCheckpoint(ctx, w)
+	if f := s.after.Swap(nil); err == nil && f != nil {
+		(*f)()
+	}
+	return cp, err
+}
+
+// TestDrainWriteFailureAfterConcurrentSuccess: a write that fails, and
+// whose failure is noted in memory, between a concurrent write's commit
+// and that write's return is not superseded by it: the successful write
+// clears only what was noted before it started.
+func TestDrainWriteFailureAfterConcurrentSuccess(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		ac := &afterCommit{failingRecorder: &failingRecorder{Store: s}}
+		h := newDrainHarness(t, s, ac, nil)
+		a := h.agentSession("author", "acme/widgets", "author", "fix-12")
+		h.push(a, drainHeadA)
+		h.do("POST", "/v1/drain", h.operator, map[string]any{"reason": "deploy"}).expect(t, 201, "")
+		after := func() {
+			ac.fail.Store(true)
+			h.checkpoint(a, a.doc(drainHeadA, invalidStage)).expect(t, 422, "invalid_checkpoint")
+		}
+		ac.after.Store(&after)
+		h.checkpoint(a, a.doc(drainHeadA)).expect(t, 201, "")
+		ac.fail.Store(false)
+		r := h.do("POST", "/v1/drain/complete", h.operator, nil).expect(t, 409, "drain_blocked")
+		if bl := r.get("blocking").([]any); len(bl) != 1 || bl[0].(map[string]any)["write_failure"] != "invalid_checkpoint" {
+			t.Fatalf("blocking: %s", r.raw)
 		}
 	})
 }
