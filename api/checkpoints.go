@@ -50,13 +50,14 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 	// document's own, over its pre-redaction canonical form.
 	return a.idempotent(w, r, a.sessionKeys(r, id), p.Digest,
 		func(idem *store.Idempotency) (any, error) {
+			noted := a.unrecorded.mark() // what this write may supersede
 			cp, err := a.Store.WriteCheckpoint(r.Context(), store.CheckpointWrite{
 				SessionID: id, Doc: p.Doc, Digest: p.Digest, Redactions: p.Redactions,
 				InScope: principal(r).InScope, Idempotency: idem,
 			})
 			if err == nil {
 				committed, redactions = true, cp.Redactions
-				a.unrecorded.forgetSession(id) // superseded, as the write clears a recorded failure
+				a.unrecorded.forgetSession(id, noted) // superseded, as the write clears a recorded failure
 			}
 			return cp, err
 		},

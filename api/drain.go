@@ -150,10 +150,6 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.recordBeforeDeciding(r.Context()); err != nil {
-		a.Metrics.DrainDecision("failed")
-		return err
-	}
 	if a.Verifier != nil {
 		ids, err := a.Store.DrainUnverified(r.Context(), maxVerify)
 		if err != nil {
@@ -163,7 +159,7 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 			a.verify(r.Context(), ids)
 		}
 	}
-	d, err := a.Store.CompleteDrain(r.Context(), principal(r).TokenID, limit)
+	d, err := a.decide(r.Context(), principal(r).TokenID, limit)
 	if err == nil && d.Decision == nil {
 		err = fmt.Errorf("%w: drain %s has no decision", checkpointd.ErrStoreUnavailable, d.ID)
 	}
@@ -188,6 +184,19 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
+}
+
+// decide records the failed writes this replica keeps, then lets the
+// store decide, with no failure noted in between: one noted during the
+// verify is recorded (or the decision fails closed), one noted during the
+// decision waits for it and is answered after it (writefailures.go).
+func (a *api) decide(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+	a.unrecorded.deciding.Lock()
+	defer a.unrecorded.deciding.Unlock()
+	if err := a.recordBeforeDeciding(ctx); err != nil {
+		return nil, err
+	}
+	return a.Store.CompleteDrain(ctx, by, limit)
 }
 
 // recordBeforeDeciding records the failed checkpoint writes this replica

@@ -51,6 +51,8 @@ type unrecordedFailure struct {
 	principal *checkpointd.Principal
 	tokenHash string
 	at        time.Time
+	// seq orders the notes of a replica (unrecordedFailures.mark).
+	seq uint64
 }
 
 // caller keys a failure by who sent it, so that an unauthenticated
@@ -69,6 +71,9 @@ type unrecordedFailures struct {
 	// bySession holds the failures of each session by caller.
 	bySession map[string]map[string]unrecordedFailure
 	n         int
+	// seq numbers the notes, so that a successful write clears only the
+	// failures noted before it started (forgetSession).
+	seq uint64
 	// lost counts overflows; recorded is the count last recorded.
 	lost, lostRecorded int
 	// retrying is set while the retry loop runs (changed under mu); wake
@@ -78,13 +83,22 @@ type unrecordedFailures struct {
 	// recording lets one recording run at a time, so a session's failure
 	// is recorded once, and before its next write through this replica.
 	recording sync.Mutex
+	// deciding is held by a drain decision from the recording of what is
+	// kept to the store's decision, and read-held by add: a failure noted
+	// meanwhile waits for the decision and is answered after it, rather
+	// than being answered before a completion that never saw it.
+	deciding sync.RWMutex
 }
 
 // add keeps f, replacing an older failure of the same session and caller.
 // It reports whether the retry loop must be started.
 func (u *unrecordedFailures) add(f unrecordedFailure) (overflow, startRetry bool) {
+	u.deciding.RLock()
+	defer u.deciding.RUnlock()
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.seq++
+	f.seq = u.seq
 	if u.bySession == nil {
 		u.bySession = map[string]map[string]unrecordedFailure{}
 	}
@@ -150,13 +164,30 @@ func (u *unrecordedFailures) forget(f unrecordedFailure) {
 	}
 }
 
-// forgetSession drops every failure of a session that a successful write
-// superseded, as the write clears a recorded failure.
-func (u *unrecordedFailures) forgetSession(sessionID string) {
+// mark is the sequence of the latest note, taken before a write starts.
+func (u *unrecordedFailures) mark() uint64 {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.n -= len(u.bySession[sessionID])
-	delete(u.bySession, sessionID)
+	return u.seq
+}
+
+// forgetSession drops the failures of a session that a successful write
+// superseded, as the write clears a recorded failure: those noted up to
+// mark, before the write started. One noted since — a concurrent write
+// that failed, maybe after this one committed — is kept.
+func (u *unrecordedFailures) forgetSession(sessionID string, mark uint64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	callers := u.bySession[sessionID]
+	for caller, f := range callers {
+		if f.seq <= mark {
+			delete(callers, caller)
+			u.n--
+		}
+	}
+	if len(callers) == 0 {
+		delete(u.bySession, sessionID)
+	}
 }
 
 // noteUnrecorded keeps a failure the store could not record.
