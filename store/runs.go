@@ -39,7 +39,7 @@ func getSessionState(ctx context.Context, tx *sqlx.Tx, id string) (*sessionState
 }
 
 const takeOver = `
-UPDATE sessions SET current_run_id = ?, run_seq = run_seq + 1, event_seq = event_seq + 2, updated_at = ?
+UPDATE sessions SET current_run_id = ?, run_seq = run_seq + 1, event_seq = event_seq + 2, updated_at = ?, run_seen_at = ?
 WHERE id = ? AND state = 'active'
 RETURNING run_seq, event_seq`
 
@@ -73,7 +73,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 			return fmt.Errorf("%w: run %s is current; start with takeover to supersede it", checkpointd.ErrRunActive, st.CurrentRunID)
 		}
 		var token, eseq int64
-		if err := tx.QueryRowxContext(ctx, tx.Rebind(takeOver), rid, micros(now), sessionID).Scan(&token, &eseq); err != nil {
+		if err := tx.QueryRowxContext(ctx, tx.Rebind(takeOver), rid, micros(now), micros(now), sessionID).Scan(&token, &eseq); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return checkpointd.ErrSessionEnded // ended between the read and the update
 			}
@@ -109,7 +109,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 }
 
 const endSession = `
-UPDATE sessions SET state = 'ended', outcome = ?, ended_at = ?, updated_at = ?, event_seq = event_seq + 1
+UPDATE sessions SET state = 'ended', outcome = ?, ended_at = ?, updated_at = ?, run_seen_at = ?, event_seq = event_seq + 1
 WHERE id = ? AND state = 'active' AND current_run_id = ?
 RETURNING event_seq`
 
@@ -120,7 +120,7 @@ func (s *Store) EndSession(ctx context.Context, sessionID, runID string, outcome
 	now := s.now()
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var eseq int64
-		err := tx.QueryRowxContext(ctx, tx.Rebind(endSession), string(outcome), micros(now), micros(now), sessionID, runID).Scan(&eseq)
+		err := tx.QueryRowxContext(ctx, tx.Rebind(endSession), string(outcome), micros(now), micros(now), micros(now), sessionID, runID).Scan(&eseq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.whyRejected(ctx, tx, sessionID, runID, 0)
 		}
