@@ -10,6 +10,10 @@ const DefaultRunLiveness = 10 * time.Minute
 // run is superseded and no run replaces it.
 const EventRunParked = "run.parked"
 
+// EventRunUnparked is recorded, with the parked run's id, when the next run
+// of a parked session starts.
+const EventRunUnparked = "run.unparked"
+
 // RunLive reports whether a run last heard from at lastSeen is still live at
 // now: heard from within window. Liveness is reported, never acted on.
 func RunLive(lastSeen, now time.Time, window time.Duration) bool {

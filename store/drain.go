@@ -137,7 +137,8 @@ VALUES (?, ?, ?, ?, ?, 1)`), row.ID, row.Reason, row.StartedAt, row.StartedBy, r
 			return err
 		}
 		// Readiness is relative to this start: nothing written before counts.
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET drain_ready = FALSE WHERE state = 'active' AND drain_ready`)
+		// A parked session keeps its readiness: it has no run to write.
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET drain_ready = FALSE WHERE state = 'active' AND drain_ready AND current_run_id <> ''`)
 		return err
 	})
 	if errors.Is(err, errDrainRace) {
@@ -222,15 +223,18 @@ type blockerRow struct {
 	WriteFailedCode string        `db:"write_failed_code"`
 	EventSeq        int64         `db:"event_seq"`
 	CheckpointSeq   int64         `db:"checkpoint_seq"`
+	CurrentRun      string        `db:"current_run_id"`
+	RunSeenAt       int64         `db:"run_seen_at"`
 }
 
 const blockerColumns = `id, repo, role, validity, validity_reason, drain_ready, checkpoint_at, latest_complete,
-    latest_missing, write_failed_at, write_failed_code`
+    latest_missing, write_failed_at, write_failed_code, current_run_id, run_seen_at`
 
-// blocker applies the domain's blocking rule to the row.
-func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
+// blocker applies the domain's blocking rule to the row, with the current
+// run's liveness at now against window.
+func (r *blockerRow) blocker(start, now time.Time, window time.Duration) checkpointd.DrainBlocker {
 	in := checkpointd.Readiness{DrainStart: start, Ready: r.DrainReady, Complete: r.LatestComplete,
-		Validity: checkpointd.Validity(r.Validity)}
+		Validity: checkpointd.Validity(r.Validity), Parked: r.CurrentRun == ""}
 	if r.CheckpointAt > 0 {
 		in.CheckpointAt = fromMicros(r.CheckpointAt)
 	}
@@ -252,6 +256,14 @@ func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
 	}
 	if slices.Contains(b.Reasons, checkpointd.BlockWriteFailed) {
 		b.WriteFailedAt, b.WriteFailure = &in.WriteFailedAt, r.WriteFailedCode
+	}
+	b.Parked = in.Parked
+	if !in.Parked {
+		seen, live := lastSeen(r.RunSeenAt, r.CheckpointAt, now, window)
+		b.Live = &live
+		if !live {
+			b.LastSeenAt = &seen
+		}
 	}
 	return b
 }
@@ -340,7 +352,7 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 		return nil, err
 	}
 	for i := range rows {
-		st.Blocking = append(st.Blocking, rows[i].blocker(st.Drain.StartedAt))
+		st.Blocking = append(st.Blocking, rows[i].blocker(st.Drain.StartedAt, s.now(), s.liveness()))
 	}
 	return st, nil
 }
@@ -412,7 +424,7 @@ func (s *Store) RecordWriteFailure(ctx context.Context, sessionID, runID, code s
 	recorded := false
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		q := `UPDATE sessions SET write_failed_at = ?, write_failed_code = ?, drain_ready = FALSE, event_seq = event_seq + 1
-WHERE id = ? AND state = 'active' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`
+WHERE id = ? AND state = 'active' AND current_run_id <> '' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`
 		args := []any{micros(now), code, sessionID}
 		if runID != "" {
 			q, args = q+` AND current_run_id = ?`, append(args, runID)

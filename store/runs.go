@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -45,19 +46,27 @@ RETURNING run_seq, event_seq`
 
 const supersedeRun = `UPDATE runs SET superseded_at = ?, superseded_by = ? WHERE id = ?`
 
+// startParked is takeOver for a parked session: only while it still has
+// no current run, so a run started concurrently is never superseded by a
+// start that did not ask to take over.
+var startParked = strings.Replace(takeOver, "WHERE id = ? AND state = 'active'", "WHERE id = ? AND state = 'active' AND current_run_id = ''", 1)
+
 // StartRun starts a new run on an active session. Without takeover it fails
-// with checkpointd.ErrRunActive, since an active session always has a
-// current run; with takeover the current run is superseded and the new run
-// gets the next fencing token. Concurrent takeovers serialise on the session
-// row and leave exactly one current run. Errors: ErrNotFound,
-// ErrSessionEnded, ErrDraining (a drain gates new runs), ErrRunActive,
-// ErrStoreUnavailable.
+// with checkpointd.ErrRunActive while the session has a current run; with
+// takeover the current run is superseded and the new run gets the next
+// fencing token. A parked session (no current run) starts its next run
+// either way. The new run picks up the session's held leases with new
+// tokens. Concurrent takeovers serialise on the session row and leave
+// exactly one current run. Errors: ErrNotFound, ErrSessionEnded,
+// ErrDraining (a drain gates new runs), ErrRunActive, ErrStoreUnavailable.
 func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*checkpointd.Run, error) {
 	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	rid := checkpointd.NewID(checkpointd.PrefixRun)
 	agentJSON, _ := json.Marshal(in.Agent)
-	run := &checkpointd.Run{ID: rid, SessionID: sessionID, Agent: in.Agent, StartedAt: now, TakeoverReason: in.Reason}
+	live := true
+	run := &checkpointd.Run{ID: rid, SessionID: sessionID, Agent: in.Agent, StartedAt: now, TakeoverReason: in.Reason,
+		LastSeenAt: &now, Live: &live}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		st, err := getSessionState(ctx, tx, sessionID)
 		if err != nil {
@@ -69,38 +78,56 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 		if err := refuseIfDraining(ctx, tx); err != nil {
 			return err
 		}
+		q := takeOver
 		if !in.Takeover {
-			return fmt.Errorf("%w: run %s is current; start with takeover to supersede it", checkpointd.ErrRunActive, st.CurrentRunID)
+			if st.CurrentRunID != "" {
+				return fmt.Errorf("%w: run %s is current; start with takeover to supersede it", checkpointd.ErrRunActive, st.CurrentRunID)
+			}
+			q = startParked
 		}
 		var token, eseq int64
-		if err := tx.QueryRowxContext(ctx, tx.Rebind(takeOver), rid, micros(now), micros(now), sessionID).Scan(&token, &eseq); err != nil {
+		if err := tx.QueryRowxContext(ctx, tx.Rebind(q), rid, micros(now), micros(now), sessionID).Scan(&token, &eseq); err != nil {
+			if errors.Is(err, sql.ErrNoRows) && !in.Takeover {
+				return fmt.Errorf("%w: a run started meanwhile; start with takeover to supersede it", checkpointd.ErrRunActive)
+			}
 			if errors.Is(err, sql.ErrNoRows) {
 				return checkpointd.ErrSessionEnded // ended between the read and the update
 			}
 			return err
 		}
 		// The row is locked now; re-read which run we supersede, since a
-		// concurrent takeover may have committed after our first read.
-		var old string
-		if err := tx.GetContext(ctx, &old, tx.Rebind(`SELECT id FROM runs WHERE session_id = ? AND fencing_token = ?`), sessionID, token-1); err != nil {
+		// concurrent takeover or park may have committed after our first
+		// read. A run superseded already was parked: nothing to supersede.
+		var old struct {
+			ID           string        `db:"id"`
+			SupersededAt sql.NullInt64 `db:"superseded_at"`
+		}
+		if err := tx.GetContext(ctx, &old, tx.Rebind(`SELECT id, superseded_at FROM runs WHERE session_id = ? AND fencing_token = ?`), sessionID, token-1); err != nil {
 			return err
 		}
+		parked := old.SupersededAt.Valid
 		run.FencingToken = token
-		if _, err := tx.ExecContext(ctx, tx.Rebind(supersedeRun), micros(now), rid, old); err != nil {
-			return err
+		if !parked {
+			if _, err := tx.ExecContext(ctx, tx.Rebind(supersedeRun), micros(now), rid, old.ID); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertRun), rid, sessionID, token, string(agentJSON), micros(now), in.Reason); err != nil {
 			return err
 		}
-		if err := insertEvent(ctx, tx, sessionID, eseq-1, now, checkpointd.EventRunSuperseded, old,
-			map[string]any{"superseded_by": rid, "reason": in.Reason}); err != nil {
+		// takeOver claimed two event seqs: the supersession's and the start's.
+		kind, data := checkpointd.EventRunSuperseded, map[string]any{"superseded_by": rid, "reason": in.Reason}
+		if parked {
+			kind, data = checkpointd.EventRunUnparked, map[string]any{"run_id": rid}
+		}
+		if err := insertEvent(ctx, tx, sessionID, eseq-1, now, kind, old.ID, data); err != nil {
 			return err
 		}
 		if err := insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventRunStarted, rid,
-			map[string]any{"fencing_token": token, "takeover": true, "reason": in.Reason, "agent": in.Agent}); err != nil {
+			map[string]any{"fencing_token": token, "takeover": in.Takeover, "after_park": parked, "reason": in.Reason, "agent": in.Agent}); err != nil {
 			return err
 		}
-		return s.moveLeases(ctx, tx, sessionID, old, rid, now)
+		return s.moveLeases(ctx, tx, sessionID, old.ID, rid, now)
 	})
 	if err != nil {
 		return nil, err
