@@ -33,7 +33,7 @@ type Store interface {
 	SessionRepo(ctx context.Context, id string) (string, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]checkpointd.Session, error)
 	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*checkpointd.Run, error)
-	EndSession(ctx context.Context, sessionID, runID string, outcome checkpointd.Outcome) (*checkpointd.Session, error)
+	EndSessionAs(ctx context.Context, in store.SessionEnd) (*checkpointd.Session, error)
 	SeeRun(ctx context.Context, sessionID, runID string) (*checkpointd.Run, error)
 	ParkSession(ctx context.Context, sessionID string, by store.Operator, reason string, inScope func(string) bool) (*checkpointd.Session, error)
 	WriteCheckpoint(ctx context.Context, w store.CheckpointWrite) (*checkpointd.Checkpoint, error)

@@ -138,32 +138,75 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 const endSession = `
 UPDATE sessions SET state = 'ended', outcome = ?, ended_at = ?, updated_at = ?, run_seen_at = ?, event_seq = event_seq + 1
 WHERE id = ? AND state = 'active' AND current_run_id = ?
-RETURNING event_seq`
+RETURNING event_seq, current_run_id`
+
+// endOnBehalf is endSession for an operator: whichever run is current, or
+// none (parked).
+var endOnBehalf = strings.Replace(endSession, " AND current_run_id = ?\n", "\n", 1)
+
+// SessionEnd is what ending a session needs; the API validated it.
+type SessionEnd struct {
+	SessionID string
+	// RunID is the current run ending its session; "" only with By.
+	RunID   string
+	Outcome checkpointd.Outcome
+	// Reason is why (redacted by the caller); it goes to the event.
+	Reason string
+	// By, when set, is the operator who ends the session on behalf of its
+	// agent (a dead agent cannot): without RunID, any current run or none.
+	By *Operator
+}
 
 // EndSession ends an active session on behalf of its current run.
 // Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded, ErrStoreUnavailable.
 func (s *Store) EndSession(ctx context.Context, sessionID, runID string, outcome checkpointd.Outcome) (*checkpointd.Session, error) {
+	return s.EndSessionAs(ctx, SessionEnd{SessionID: sessionID, RunID: runID, Outcome: outcome})
+}
+
+// EndSessionAs ends an active session and releases its leases, with a
+// session.ended event naming the ending run, the operator (when By is set)
+// and the reason. Without RunID it needs By: an operator ends the session
+// whatever run is current. Errors: ErrNotFound, ErrGone, ErrSessionEnded,
+// ErrRunSuperseded (RunID not current), ErrInvalidRequest (neither RunID
+// nor By), ErrStoreUnavailable.
+func (s *Store) EndSessionAs(ctx context.Context, in SessionEnd) (*checkpointd.Session, error) {
+	if in.RunID == "" && in.By == nil {
+		return nil, checkpointd.Invalid("/run_id", "required")
+	}
 	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var eseq int64
-		err := tx.QueryRowxContext(ctx, tx.Rebind(endSession), string(outcome), micros(now), micros(now), micros(now), sessionID, runID).Scan(&eseq)
+		var row struct {
+			EventSeq int64  `db:"event_seq"`
+			Run      string `db:"current_run_id"`
+		}
+		q, args := endSession, []any{string(in.Outcome), micros(now), micros(now), micros(now), in.SessionID, in.RunID}
+		if in.RunID == "" {
+			q, args = endOnBehalf, args[:len(args)-1]
+		}
+		err := tx.GetContext(ctx, &row, tx.Rebind(q), args...)
 		if errors.Is(err, sql.ErrNoRows) {
-			return s.whyRejected(ctx, tx, sessionID, runID, 0)
+			return s.whyRejected(ctx, tx, in.SessionID, in.RunID, 0)
 		}
 		if err != nil {
 			return err
 		}
-		if err := insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventSessionEnded, runID,
-			map[string]any{"outcome": outcome}); err != nil {
+		data := map[string]any{"outcome": in.Outcome}
+		if in.Reason != "" {
+			data["reason"] = in.Reason
+		}
+		if in.By != nil {
+			data["by"] = in.By
+		}
+		if err := insertEvent(ctx, tx, in.SessionID, row.EventSeq, now, checkpointd.EventSessionEnded, row.Run, data); err != nil {
 			return err
 		}
-		return s.releaseSessionLeases(ctx, tx, sessionID, now)
+		return s.releaseSessionLeases(ctx, tx, in.SessionID, now)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.getSession(ctx, sessionID)
+	return s.getSession(ctx, in.SessionID)
 }
 
 // whyRejected explains why a conditional update by a run matched no row.
