@@ -100,6 +100,14 @@ type DrainBlocker struct {
 	WriteFailedAt *time.Time `json:"write_failed_at,omitempty"`
 	// WriteFailure is the problem code of the failed write.
 	WriteFailure string `json:"write_failure,omitempty"`
+	// Parked says an operator parked the session: it has no run, and
+	// blocks only for what its latest checkpoint lacks.
+	Parked bool `json:"parked,omitempty"`
+	// Live is the current run's liveness (absent when parked); LastSeenAt
+	// is set when the run is unresponsive, so an operator knows whether to
+	// wait, park or end the session.
+	Live       *bool      `json:"live,omitempty"`
+	LastSeenAt *time.Time `json:"last_seen_at,omitempty"`
 }
 
 // Readiness is what the daemon knows of an active session against a drain
@@ -123,19 +131,27 @@ type Readiness struct {
 	// not parse, a missing row): the gate vouches for nothing it cannot
 	// read.
 	Unreadable bool
+	// Parked is true when the session has no current run (an operator
+	// parked it). Ready is then whether its latest checkpoint is complete.
+	Parked bool
 }
 
 // DrainBlockers returns why a session blocks the drain, or nil when it does
 // not. It fails closed: a session whose state does not make sense blocks
 // with BlockUnknown, never passes.
+//
+// A parked session has no run that could hold state it did not write, nor
+// write again: it never blocks for no checkpoint since the drain or for a
+// failed write of the run it superseded, only for what its latest
+// checkpoint lacks (incomplete, not valid, unreadable).
 func DrainBlockers(r Readiness) []BlockReason {
 	var out []BlockReason
-	failed := !r.WriteFailedAt.IsZero() && !r.WriteFailedAt.Before(r.DrainStart)
+	failed := !r.Parked && !r.WriteFailedAt.IsZero() && !r.WriteFailedAt.Before(r.DrainStart)
 	hasCheckpoint := !r.CheckpointAt.IsZero()
 	// The stored readiness, not the clock, says whether a checkpoint was
 	// written since the drain reset it: not ready although complete and not
 	// failed means nothing was written since.
-	if !hasCheckpoint || (!r.Ready && (r.CheckpointAt.Before(r.DrainStart) || (r.Complete && !failed && !r.Unreadable))) {
+	if !r.Parked && (!hasCheckpoint || (!r.Ready && (r.CheckpointAt.Before(r.DrainStart) || (r.Complete && !failed && !r.Unreadable)))) {
 		out = append(out, BlockNoCheckpoint)
 	}
 	if hasCheckpoint && !r.Complete {

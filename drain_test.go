@@ -31,6 +31,17 @@ func TestDrainBlockers(t *testing.T) {
 		{"incomplete from before the drain", with(func(r *Readiness) {
 			r.Ready, r.Complete, r.CheckpointAt, r.Missing = false, false, before, []string{"next_action"}
 		}), []BlockReason{BlockNoCheckpoint, BlockIncomplete}},
+		{"parked with a complete checkpoint from before the drain", with(func(r *Readiness) { r.Parked, r.CheckpointAt = true, before }), nil},
+		{"parked, incomplete from before the drain", with(func(r *Readiness) {
+			r.Parked, r.Ready, r.Complete, r.CheckpointAt, r.Missing = true, false, false, before, []string{"next_action"}
+		}), []BlockReason{BlockIncomplete}},
+		{"parked, stale", with(func(r *Readiness) { r.Parked, r.Validity = true, ValidityStale }), []BlockReason{BlockStale}},
+		{"parked after a failed write", with(func(r *Readiness) { r.Parked, r.WriteFailedAt = true, after }), nil},
+		{"parked without any checkpoint", with(func(r *Readiness) {
+			r.Parked, r.Ready, r.CheckpointAt, r.Complete, r.Validity = true, false, time.Time{}, false, ValidityUnverified
+		}), []BlockReason{BlockUnverified}},
+		{"parked, not ready although complete and valid", with(func(r *Readiness) { r.Parked, r.Ready = true, false }),
+			[]BlockReason{BlockUnknown}},
 		{"stale", with(func(r *Readiness) { r.Validity = ValidityStale }), []BlockReason{BlockStale}},
 		{"lease lost", with(func(r *Readiness) { r.Validity = ValidityLeaseLost }), []BlockReason{BlockLeaseLost}},
 		{"invalidated", with(func(r *Readiness) { r.Validity = ValidityInvalidated }), []BlockReason{BlockInvalidated}},

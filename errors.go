@@ -14,6 +14,7 @@ var (
 	ErrRunSuperseded       = errors.New("run superseded")
 	ErrRunActive           = errors.New("session has an active run")
 	ErrSessionEnded        = errors.New("session ended")
+	ErrNoCurrentRun        = errors.New("session has no current run")
 	ErrGone                = errors.New("gone")
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 	ErrIdempotencyInFlight = errors.New("idempotency key is being processed")

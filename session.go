@@ -60,20 +60,23 @@ type Agent struct {
 
 // Session is a logical unit of agent work on one target, with a role.
 type Session struct {
-	ID             string             `json:"id"`
-	Repo           string             `json:"repo"`
-	Role           string             `json:"role"`
-	Issue          int64              `json:"issue,omitempty"`
-	PR             int64              `json:"pr,omitempty"`
-	Branch         string             `json:"branch,omitempty"`
-	Worktree       string             `json:"worktree,omitempty"`
-	Capabilities   []string           `json:"capabilities"`
-	State          SessionState       `json:"state"`
-	Outcome        Outcome            `json:"outcome,omitempty"`
-	CreatedAt      time.Time          `json:"created_at"`
-	UpdatedAt      time.Time          `json:"updated_at"`
-	EndedAt        *time.Time         `json:"ended_at,omitempty"`
-	CurrentRun     *Run               `json:"current_run,omitempty"`
+	ID           string       `json:"id"`
+	Repo         string       `json:"repo"`
+	Role         string       `json:"role"`
+	Issue        int64        `json:"issue,omitempty"`
+	PR           int64        `json:"pr,omitempty"`
+	Branch       string       `json:"branch,omitempty"`
+	Worktree     string       `json:"worktree,omitempty"`
+	Capabilities []string     `json:"capabilities"`
+	State        SessionState `json:"state"`
+	Outcome      Outcome      `json:"outcome,omitempty"`
+	CreatedAt    time.Time    `json:"created_at"`
+	UpdatedAt    time.Time    `json:"updated_at"`
+	EndedAt      *time.Time   `json:"ended_at,omitempty"`
+	CurrentRun   *Run         `json:"current_run,omitempty"`
+	// Parked is true while an operator's park left the active session with
+	// no current run (DESIGN §2): it waits for the next run.
+	Parked         bool               `json:"parked,omitempty"`
 	Validity       Validity           `json:"validity"`
 	ValidityReason string             `json:"validity_reason,omitempty"`
 	ValidityAt     time.Time          `json:"validity_at"`
@@ -91,6 +94,10 @@ type Run struct {
 	TakeoverReason string     `json:"takeover_reason,omitempty"`
 	SupersededAt   *time.Time `json:"superseded_at,omitempty"`
 	SupersededBy   string     `json:"superseded_by,omitempty"`
+	// LastSeenAt is when the run was last heard from (any call it made);
+	// Live says whether that is within --run-liveness, judged when read.
+	LastSeenAt *time.Time `json:"last_seen_at,omitempty"`
+	Live       *bool      `json:"live,omitempty"`
 }
 
 // Checkpoint is an immutable, stored checkpoint: the (redacted) document

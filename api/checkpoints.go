@@ -130,6 +130,9 @@ type resumeResponse struct {
 	// worktree on this host (a dirty or diverged worktree is reported here,
 	// never "fixed"); absent when none was checked.
 	Worktree *reconcile.Worktree `json:"worktree,omitempty"`
+	// Run is the current run with its liveness (nil while parked).
+	Run    *checkpointd.Run `json:"run"`
+	Parked bool             `json:"parked,omitempty"`
 }
 
 // resume answers whether the latest checkpoint can be resumed from. It is
@@ -141,7 +144,10 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 	if err != nil {
 		return err
 	}
-	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}, Explanations: []explanation{}}
+	if err := a.resumeSighting(r, sess); err != nil {
+		return err
+	}
+	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}, Explanations: []explanation{}, Run: sess.CurrentRun, Parked: sess.Parked}
 	var cp *checkpointd.Checkpoint
 	if sess.Latest != nil {
 		// The latest, whichever it is now: its verdict and reason are read

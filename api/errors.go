@@ -34,6 +34,7 @@ var errorStatus = []struct {
 	{checkpointd.ErrRunSuperseded, http.StatusConflict, "run_superseded"},
 	{checkpointd.ErrRunActive, http.StatusConflict, "run_active"},
 	{checkpointd.ErrSessionEnded, http.StatusConflict, "session_ended"},
+	{checkpointd.ErrNoCurrentRun, http.StatusConflict, "no_current_run"},
 	{checkpointd.ErrIdempotencyConflict, http.StatusUnprocessableEntity, "idempotency_conflict"},
 	{checkpointd.ErrIdempotencyInFlight, http.StatusConflict, "idempotency_in_flight"},
 	{checkpointd.ErrLeaseHeld, http.StatusConflict, "lease_held"},

@@ -55,6 +55,10 @@ var accessRoutes = []accessRoute{
 	{"GET", "/v1/sessions/{id}/resume", "/v1/sessions/{id}/resume", checkpointd.RoleAgent, true, 200, nil},
 	{"POST", "/v1/sessions/{id}/end", "/v1/sessions/{id}/end", checkpointd.RoleAgent, true, 200,
 		func(f accessFixture) any { return map[string]any{"run_id": f.run, "outcome": "completed"} }},
+	{"POST", "/v1/sessions/{id}/heartbeat", "/v1/sessions/{id}/heartbeat", checkpointd.RoleAgent, true, 200,
+		func(f accessFixture) any { return map[string]any{"run_id": f.run} }},
+	{"POST", "/v1/sessions/{id}/park", "/v1/sessions/{id}/park", checkpointd.RoleOperator, true, 200,
+		func(accessFixture) any { return map[string]any{"reason": "matrix"} }},
 	{"GET", "/v1/sessions/{id}/events", "/v1/sessions/{id}/events", checkpointd.RoleReader, true, 200, nil},
 	// Each cell leases a branch named after its own session, so it is free.
 	{"POST", "/v1/leases", "/v1/leases", checkpointd.RoleAgent, true, 201,

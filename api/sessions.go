@@ -240,28 +240,50 @@ func (a *api) startRun(w http.ResponseWriter, r *http.Request) error {
 type endRequest struct {
 	RunID   string              `json:"run_id"`
 	Outcome checkpointd.Outcome `json:"outcome"`
+	Reason  string              `json:"reason"`
 }
 
+// endSession ends a session for its current run (run_id), or, for an
+// operator without run_id, on behalf of whatever run is current or none
+// (DESIGN §6): a dead agent cannot end its own session.
 func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 	var q endRequest
 	if err := decode(w, r, &q); err != nil {
 		return err
 	}
+	operator := principal(r).Role == checkpointd.RoleOperator
 	var ps []checkpointd.Problem
-	if !checkpointd.ValidID(q.RunID) {
-		ps = append(ps, checkpointd.Problem{Path: "/run_id", Message: "required"})
+	switch {
+	case q.RunID == "" && operator:
+	case !checkpointd.ValidID(q.RunID):
+		msg := "required"
+		if q.RunID != "" {
+			msg = "not a run id"
+		}
+		ps = append(ps, checkpointd.Problem{Path: "/run_id", Message: msg})
 	}
 	if !q.Outcome.Valid() {
 		ps = append(ps, checkpointd.Problem{Path: "/outcome", Message: "must be completed or abandoned"})
 	}
+	if len(q.Reason) > checkpointd.MaxReasonLength {
+		ps = append(ps, checkpointd.Problem{Path: "/reason", Message: fmt.Sprintf("at most %d bytes", checkpointd.MaxReasonLength)})
+	}
 	if ps != nil {
 		return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
+	}
+	if err := redactFields(&q.Reason); err != nil {
+		return err
 	}
 	sess, err := a.loadSession(r)
 	if err != nil {
 		return err
 	}
-	ended, err := a.Store.EndSession(r.Context(), sess.ID, q.RunID, q.Outcome)
+	in := store.SessionEnd{SessionID: sess.ID, RunID: q.RunID, Outcome: q.Outcome, Reason: q.Reason}
+	if operator {
+		by := operatorOf(r)
+		in.By = &by
+	}
+	ended, err := a.Store.EndSessionAs(r.Context(), in)
 	if err != nil {
 		return err
 	}

@@ -172,7 +172,8 @@ VALUES (?, ?, ?, ?, ?, 1)`), row.ID, row.Reason, row.StartedAt, row.StartedBy, r
 			return err
 		}
 		// Readiness is relative to this start: nothing written before counts.
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET drain_ready = FALSE WHERE state = 'active' AND drain_ready`)
+		// A parked session keeps its readiness: it has no run to write.
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET drain_ready = FALSE WHERE state = 'active' AND drain_ready AND current_run_id <> ''`)
 		return err
 	})
 	if errors.Is(err, errDrainRace) {
@@ -258,15 +259,19 @@ type blockerRow struct {
 	EventSeq        int64         `db:"event_seq"`
 	CheckpointSeq   int64         `db:"checkpoint_seq"`
 	Unreadable      bool          `db:"latest_unreadable"`
+	CurrentRun      string        `db:"current_run_id"`
+	RunSeenAt       int64         `db:"run_seen_at"`
 }
 
 const blockerColumns = `id, repo, role, validity, validity_reason, drain_ready, checkpoint_at, latest_complete,
-    latest_missing, write_failed_at, write_failed_code, COALESCE(unreadable_seq = checkpoint_seq, FALSE) AS latest_unreadable`
+    latest_missing, write_failed_at, write_failed_code, COALESCE(unreadable_seq = checkpoint_seq, FALSE) AS latest_unreadable,
+    current_run_id, run_seen_at`
 
-// blocker applies the domain's blocking rule to the row.
-func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
+// blocker applies the domain's blocking rule to the row, with the current
+// run's liveness at now against window.
+func (r *blockerRow) blocker(start, now time.Time, window time.Duration) checkpointd.DrainBlocker {
 	in := checkpointd.Readiness{DrainStart: start, Ready: r.DrainReady, Complete: r.LatestComplete,
-		Validity: checkpointd.Validity(r.Validity), Unreadable: r.Unreadable}
+		Validity: checkpointd.Validity(r.Validity), Unreadable: r.Unreadable, Parked: r.CurrentRun == ""}
 	if r.CheckpointAt > 0 {
 		in.CheckpointAt = fromMicros(r.CheckpointAt)
 	}
@@ -288,6 +293,14 @@ func (r *blockerRow) blocker(start time.Time) checkpointd.DrainBlocker {
 	}
 	if slices.Contains(b.Reasons, checkpointd.BlockWriteFailed) {
 		b.WriteFailedAt, b.WriteFailure = &in.WriteFailedAt, r.WriteFailedCode
+	}
+	b.Parked = in.Parked
+	if !in.Parked {
+		seen, live := lastSeen(r.RunSeenAt, r.CheckpointAt, now, window)
+		b.Live = &live
+		if !live {
+			b.LastSeenAt = &seen
+		}
 	}
 	return b
 }
@@ -376,7 +389,7 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 		return nil, err
 	}
 	for i := range rows {
-		st.Blocking = append(st.Blocking, rows[i].blocker(st.Drain.StartedAt))
+		st.Blocking = append(st.Blocking, rows[i].blocker(st.Drain.StartedAt, s.now(), s.liveness()))
 	}
 	return st, nil
 }

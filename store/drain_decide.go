@@ -97,7 +97,7 @@ ORDER BY id LIMIT ?`), limit); err != nil {
 				return err
 			}
 			for i := range head {
-				dec.Blocking = append(dec.Blocking, head[i].blocker(start))
+				dec.Blocking = append(dec.Blocking, head[i].blocker(start, now, s.liveness()))
 			}
 		} else {
 			// The index says nothing blocks: lock every active session and

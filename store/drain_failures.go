@@ -37,7 +37,7 @@ type WriteFailure struct {
 }
 
 const recordWriteFailure = `UPDATE sessions SET write_failed_at = ?, write_failed_code = ?, drain_ready = FALSE, event_seq = event_seq + 1
-WHERE id = ? AND state = 'active' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`
+WHERE id = ? AND state = 'active' AND current_run_id <> '' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`
 
 // RecordWriteFailure records durably that a checkpoint write to a session
 // failed during a running drain, with the failure's problem code and a
@@ -105,13 +105,15 @@ func (s *Store) RecordWriteFailure(ctx context.Context, f WriteFailure) (bool, e
 // write_failed (code) until its next successful write, and one durable
 // error says why. Outside a running drain nothing is recorded (a drain
 // started later asks every session for a new checkpoint anyway). It
-// returns how many sessions it marked. Errors: ErrStoreUnavailable.
+// returns how many sessions it marked. A parked session is not marked: it
+// has no run whose write could have failed, and none could clear the mark
+// while the drain refuses new runs. Errors: ErrStoreUnavailable.
 func (s *Store) RecordLostWriteFailures(ctx context.Context, code string) (int64, error) {
 	now := s.now()
 	var n int64
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET write_failed_at = ?, write_failed_code = ?, drain_ready = FALSE
-WHERE state = 'active' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`), micros(now), code)
+WHERE state = 'active' AND current_run_id <> '' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`), micros(now), code)
 		if err != nil {
 			return err
 		}

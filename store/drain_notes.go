@@ -121,7 +121,7 @@ RETURNING `+blockerColumns+`, event_seq, checkpoint_seq`, micros(now), ready, id
 	}
 	evs := make([]eventInsert, len(rows))
 	for i := range rows {
-		b := rows[i].blocker(start)
+		b := rows[i].blocker(start, now, s.liveness())
 		data := blockedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeBlocked, Ready: ready,
 			Reasons: b.Reasons, Missing: b.Missing}
 		if data.Reasons == nil {

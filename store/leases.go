@@ -32,10 +32,11 @@ type NewLease struct {
 	InScope func(repo string) bool
 }
 
-// lockRun locks an active session for its current run (a no-op update takes
-// the row lock on both engines). It answers why not when the run may not act.
+// lockRun locks an active session for its current run (an update takes the
+// row lock on both engines) and records that the run was heard from, in
+// the same statement. It answers why not when the run may not act.
 const lockRun = `
-UPDATE sessions SET event_seq = event_seq
+UPDATE sessions SET run_seen_at = ?
 WHERE id = ? AND state = 'active' AND current_run_id = ?
 RETURNING repo`
 
@@ -78,7 +79,7 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 		AcquiredAt: now, ExpiresAt: now.Add(in.TTL).Truncate(time.Microsecond), TTLSeconds: int64(in.TTL / time.Second)}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var repo string
-		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), in.SessionID, in.RunID).Scan(&repo)
+		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), micros(now), in.SessionID, in.RunID).Scan(&repo)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.refusedRun(ctx, tx, in.SessionID, in.RunID, 0, in.InScope)
 		}
@@ -126,10 +127,14 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 // Every transaction that touches a session and its leases (a checkpoint
 // write, a takeover, an acquisition, a force-clear, and so renewals,
 // releases and expiries too) takes the session row before any lease row,
-// so two of them wait for each other instead of deadlocking.
-func lockLeaseSession(ctx context.Context, tx *sqlx.Tx, leaseID string) error {
-	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET updated_at = updated_at
-WHERE id = (SELECT session_id FROM leases WHERE id = ?)`), leaseID)
+// so two of them wait for each other instead of deadlocking. When runID
+// is the session's current run, the same statement records that it was
+// heard from at now (renewals and releases cost no extra write); the
+// transaction rolls the sighting back with a refused call.
+func lockLeaseSession(ctx context.Context, tx *sqlx.Tx, leaseID, runID string, now time.Time) error {
+	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions
+SET run_seen_at = CASE WHEN current_run_id = ? AND current_run_id <> '' THEN ? ELSE run_seen_at END
+WHERE id = (SELECT session_id FROM leases WHERE id = ?)`), runID, micros(now), leaseID)
 	return err
 }
 
@@ -142,7 +147,7 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 	expires := now.Add(ttl).Truncate(time.Microsecond)
 	var out *checkpointd.Lease
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := lockLeaseSession(ctx, tx, id); err != nil {
+		if err := lockLeaseSession(ctx, tx, id, runID, now); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET expires_at = ?, term = ? WHERE id = ? AND run_id = ? AND state = 'held' AND expires_at > ?`),
@@ -176,7 +181,7 @@ func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) 
 	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := lockLeaseSession(ctx, tx, id); err != nil {
+		if err := lockLeaseSession(ctx, tx, id, runID, now); err != nil {
 			return err
 		}
 		l, err := s.getLease(ctx, tx, id)

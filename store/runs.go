@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -39,25 +40,33 @@ func getSessionState(ctx context.Context, tx *sqlx.Tx, id string) (*sessionState
 }
 
 const takeOver = `
-UPDATE sessions SET current_run_id = ?, run_seq = run_seq + 1, event_seq = event_seq + 2, updated_at = ?
+UPDATE sessions SET current_run_id = ?, run_seq = run_seq + 1, event_seq = event_seq + 2, updated_at = ?, run_seen_at = ?
 WHERE id = ? AND state = 'active'
 RETURNING run_seq, event_seq`
 
 const supersedeRun = `UPDATE runs SET superseded_at = ?, superseded_by = ? WHERE id = ?`
 
+// startParked is takeOver for a parked session: only while it still has
+// no current run, so a run started concurrently is never superseded by a
+// start that did not ask to take over.
+var startParked = strings.Replace(takeOver, "WHERE id = ? AND state = 'active'", "WHERE id = ? AND state = 'active' AND current_run_id = ''", 1)
+
 // StartRun starts a new run on an active session. Without takeover it fails
-// with checkpointd.ErrRunActive, since an active session always has a
-// current run; with takeover the current run is superseded and the new run
-// gets the next fencing token. Concurrent takeovers serialise on the session
-// row and leave exactly one current run. Errors: ErrNotFound,
-// ErrSessionEnded, ErrDraining (a drain gates new runs), ErrRunActive,
-// ErrStoreUnavailable.
+// with checkpointd.ErrRunActive while the session has a current run; with
+// takeover the current run is superseded and the new run gets the next
+// fencing token. A parked session (no current run) starts its next run
+// either way. The new run picks up the session's held leases with new
+// tokens. Concurrent takeovers serialise on the session row and leave
+// exactly one current run. Errors: ErrNotFound, ErrSessionEnded,
+// ErrDraining (a drain gates new runs), ErrRunActive, ErrStoreUnavailable.
 func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*checkpointd.Run, error) {
 	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	rid := checkpointd.NewID(checkpointd.PrefixRun)
 	agentJSON, _ := json.Marshal(in.Agent)
-	run := &checkpointd.Run{ID: rid, SessionID: sessionID, Agent: in.Agent, StartedAt: now, TakeoverReason: in.Reason}
+	live := true
+	run := &checkpointd.Run{ID: rid, SessionID: sessionID, Agent: in.Agent, StartedAt: now, TakeoverReason: in.Reason,
+		LastSeenAt: &now, Live: &live}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		st, err := getSessionState(ctx, tx, sessionID)
 		if err != nil {
@@ -69,38 +78,56 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 		if err := s.refuseIfDraining(ctx, tx); err != nil {
 			return err
 		}
+		q := takeOver
 		if !in.Takeover {
-			return fmt.Errorf("%w: run %s is current; start with takeover to supersede it", checkpointd.ErrRunActive, st.CurrentRunID)
+			if st.CurrentRunID != "" {
+				return fmt.Errorf("%w: run %s is current; start with takeover to supersede it", checkpointd.ErrRunActive, st.CurrentRunID)
+			}
+			q = startParked
 		}
 		var token, eseq int64
-		if err := tx.QueryRowxContext(ctx, tx.Rebind(takeOver), rid, micros(now), sessionID).Scan(&token, &eseq); err != nil {
+		if err := tx.QueryRowxContext(ctx, tx.Rebind(q), rid, micros(now), micros(now), sessionID).Scan(&token, &eseq); err != nil {
+			if errors.Is(err, sql.ErrNoRows) && !in.Takeover {
+				return fmt.Errorf("%w: a run started meanwhile; start with takeover to supersede it", checkpointd.ErrRunActive)
+			}
 			if errors.Is(err, sql.ErrNoRows) {
 				return checkpointd.ErrSessionEnded // ended between the read and the update
 			}
 			return err
 		}
 		// The row is locked now; re-read which run we supersede, since a
-		// concurrent takeover may have committed after our first read.
-		var old string
-		if err := tx.GetContext(ctx, &old, tx.Rebind(`SELECT id FROM runs WHERE session_id = ? AND fencing_token = ?`), sessionID, token-1); err != nil {
+		// concurrent takeover or park may have committed after our first
+		// read. A run superseded already was parked: nothing to supersede.
+		var old struct {
+			ID           string        `db:"id"`
+			SupersededAt sql.NullInt64 `db:"superseded_at"`
+		}
+		if err := tx.GetContext(ctx, &old, tx.Rebind(`SELECT id, superseded_at FROM runs WHERE session_id = ? AND fencing_token = ?`), sessionID, token-1); err != nil {
 			return err
 		}
+		parked := old.SupersededAt.Valid
 		run.FencingToken = token
-		if _, err := tx.ExecContext(ctx, tx.Rebind(supersedeRun), micros(now), rid, old); err != nil {
-			return err
+		if !parked {
+			if _, err := tx.ExecContext(ctx, tx.Rebind(supersedeRun), micros(now), rid, old.ID); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertRun), rid, sessionID, token, string(agentJSON), micros(now), in.Reason); err != nil {
 			return err
 		}
-		if err := insertEvent(ctx, tx, sessionID, eseq-1, now, checkpointd.EventRunSuperseded, old,
-			map[string]any{"superseded_by": rid, "reason": in.Reason}); err != nil {
+		// takeOver claimed two event seqs: the supersession's and the start's.
+		kind, data := checkpointd.EventRunSuperseded, map[string]any{"superseded_by": rid, "reason": in.Reason}
+		if parked {
+			kind, data = checkpointd.EventRunUnparked, map[string]any{"run_id": rid}
+		}
+		if err := insertEvent(ctx, tx, sessionID, eseq-1, now, kind, old.ID, data); err != nil {
 			return err
 		}
 		if err := insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventRunStarted, rid,
-			map[string]any{"fencing_token": token, "takeover": true, "reason": in.Reason, "agent": in.Agent}); err != nil {
+			map[string]any{"fencing_token": token, "takeover": in.Takeover, "after_park": parked, "reason": in.Reason, "agent": in.Agent}); err != nil {
 			return err
 		}
-		return s.moveLeases(ctx, tx, sessionID, old, rid, now)
+		return s.moveLeases(ctx, tx, sessionID, old.ID, rid, now)
 	})
 	if err != nil {
 		return nil, err
@@ -109,34 +136,77 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 }
 
 const endSession = `
-UPDATE sessions SET state = 'ended', outcome = ?, ended_at = ?, updated_at = ?, event_seq = event_seq + 1
+UPDATE sessions SET state = 'ended', outcome = ?, ended_at = ?, updated_at = ?, run_seen_at = ?, event_seq = event_seq + 1
 WHERE id = ? AND state = 'active' AND current_run_id = ?
-RETURNING event_seq`
+RETURNING event_seq, current_run_id`
+
+// endOnBehalf is endSession for an operator: whichever run is current, or
+// none (parked).
+var endOnBehalf = strings.Replace(endSession, " AND current_run_id = ?\n", "\n", 1)
+
+// SessionEnd is what ending a session needs; the API validated it.
+type SessionEnd struct {
+	SessionID string
+	// RunID is the current run ending its session; "" only with By.
+	RunID   string
+	Outcome checkpointd.Outcome
+	// Reason is why (redacted by the caller); it goes to the event.
+	Reason string
+	// By, when set, is the operator who ends the session on behalf of its
+	// agent (a dead agent cannot): without RunID, any current run or none.
+	By *Operator
+}
 
 // EndSession ends an active session on behalf of its current run.
 // Errors: ErrNotFound, ErrSessionEnded, ErrRunSuperseded, ErrStoreUnavailable.
 func (s *Store) EndSession(ctx context.Context, sessionID, runID string, outcome checkpointd.Outcome) (*checkpointd.Session, error) {
+	return s.EndSessionAs(ctx, SessionEnd{SessionID: sessionID, RunID: runID, Outcome: outcome})
+}
+
+// EndSessionAs ends an active session and releases its leases, with a
+// session.ended event naming the ending run, the operator (when By is set)
+// and the reason. Without RunID it needs By: an operator ends the session
+// whatever run is current. Errors: ErrNotFound, ErrGone, ErrSessionEnded,
+// ErrRunSuperseded (RunID not current), ErrInvalidRequest (neither RunID
+// nor By), ErrStoreUnavailable.
+func (s *Store) EndSessionAs(ctx context.Context, in SessionEnd) (*checkpointd.Session, error) {
+	if in.RunID == "" && in.By == nil {
+		return nil, checkpointd.Invalid("/run_id", "required")
+	}
 	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var eseq int64
-		err := tx.QueryRowxContext(ctx, tx.Rebind(endSession), string(outcome), micros(now), micros(now), sessionID, runID).Scan(&eseq)
+		var row struct {
+			EventSeq int64  `db:"event_seq"`
+			Run      string `db:"current_run_id"`
+		}
+		q, args := endSession, []any{string(in.Outcome), micros(now), micros(now), micros(now), in.SessionID, in.RunID}
+		if in.RunID == "" {
+			q, args = endOnBehalf, args[:len(args)-1]
+		}
+		err := tx.GetContext(ctx, &row, tx.Rebind(q), args...)
 		if errors.Is(err, sql.ErrNoRows) {
-			return s.whyRejected(ctx, tx, sessionID, runID, 0)
+			return s.whyRejected(ctx, tx, in.SessionID, in.RunID, 0)
 		}
 		if err != nil {
 			return err
 		}
-		if err := insertEvent(ctx, tx, sessionID, eseq, now, checkpointd.EventSessionEnded, runID,
-			map[string]any{"outcome": outcome}); err != nil {
+		data := map[string]any{"outcome": in.Outcome}
+		if in.Reason != "" {
+			data["reason"] = in.Reason
+		}
+		if in.By != nil {
+			data["by"] = in.By
+		}
+		if err := insertEvent(ctx, tx, in.SessionID, row.EventSeq, now, checkpointd.EventSessionEnded, row.Run, data); err != nil {
 			return err
 		}
-		return s.releaseSessionLeases(ctx, tx, sessionID, now)
+		return s.releaseSessionLeases(ctx, tx, in.SessionID, now)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.getSession(ctx, sessionID)
+	return s.getSession(ctx, in.SessionID)
 }
 
 // whyRejected explains why a conditional update by a run matched no row.

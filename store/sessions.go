@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -29,8 +30,8 @@ type NewSession struct {
 const insertSession = `
 INSERT INTO sessions (id, repo, repo_key, role, issue, pr, branch, worktree, capabilities,
     state, created_by, created_at, updated_at, current_run_id, run_seq, event_seq,
-    validity, validity_reason, validity_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, 1, 2, 'unverified', ?, ?)`
+    validity, validity_reason, validity_at, run_seen_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, 1, 2, 'unverified', ?, ?, ?)`
 
 const insertRun = `
 INSERT INTO runs (id, session_id, fencing_token, agent, started_at, takeover_reason)
@@ -56,7 +57,7 @@ func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertSession), sid, in.Repo, strings.ToLower(in.Repo), in.Role,
 			in.Issue, in.PR, in.Branch, in.Worktree, string(capsJSON), in.CreatedBy,
-			micros(now), micros(now), rid, checkpointd.ReasonNoCheckpoint, micros(now)); err != nil {
+			micros(now), micros(now), rid, checkpointd.ReasonNoCheckpoint, micros(now), micros(now)); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(insertRun), rid, sid, 1, string(agentJSON), micros(now), ""); err != nil {
@@ -77,7 +78,7 @@ func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.
 		if err := tx.GetContext(ctx, &row, tx.Rebind(selectSession+` WHERE s.id = ?`), sid); err != nil {
 			return err
 		}
-		sess = row.session()
+		sess = row.session(now, s.liveness())
 		return s.complete(ctx, tx, in.Idempotency, sess)
 	})
 	if err != nil {
@@ -112,6 +113,8 @@ type sessionRow struct {
 	RunAgent       string         `db:"run_agent"`
 	RunStartedAt   int64          `db:"run_started_at"`
 	RunReason      string         `db:"run_reason"`
+	RunSeenAt      int64          `db:"run_seen_at"`
+	CheckpointAt   int64          `db:"checkpoint_at"`
 	CkSeq          sql.NullInt64  `db:"ck_seq"`
 	CkRunID        sql.NullString `db:"ck_run_id"`
 	CkStage        sql.NullString `db:"ck_stage"`
@@ -126,16 +129,19 @@ type sessionRow struct {
 const selectSession = `
 SELECT s.id, s.repo, s.role, s.issue, s.pr, s.branch, s.worktree, s.capabilities, s.state,
     s.outcome, s.created_at, s.updated_at, s.ended_at, s.validity, s.validity_reason, s.validity_at,
-    r.id AS run_id, r.fencing_token AS run_token, r.agent AS run_agent,
-    r.started_at AS run_started_at, r.takeover_reason AS run_reason,
+    COALESCE(r.id, '') AS run_id, COALESCE(r.fencing_token, 0) AS run_token, COALESCE(r.agent, '{}') AS run_agent,
+    COALESCE(r.started_at, 0) AS run_started_at, COALESCE(r.takeover_reason, '') AS run_reason,
+    s.run_seen_at, s.checkpoint_at,
     c.seq AS ck_seq, c.run_id AS ck_run_id, c.stage AS ck_stage, c.branch AS ck_branch,
     c.head AS ck_head, c.created_at AS ck_created_at, c.complete AS ck_complete,
     c.missing AS ck_missing, c.digest AS ck_digest
 FROM sessions s
-JOIN runs r ON r.id = s.current_run_id
+LEFT JOIN runs r ON r.id = s.current_run_id
 LEFT JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq`
 
-func (r *sessionRow) session() *checkpointd.Session {
+// session converts the row, judging the current run's liveness at now
+// against window. A parked session (active, no current run) has none.
+func (r *sessionRow) session(now time.Time, window time.Duration) *checkpointd.Session {
 	out := &checkpointd.Session{
 		ID: r.ID, Repo: r.Repo, Role: r.Role, Issue: r.Issue, PR: r.PR, Branch: r.Branch,
 		Worktree: r.Worktree, State: checkpointd.SessionState(r.State), Outcome: checkpointd.Outcome(r.Outcome),
@@ -144,10 +150,14 @@ func (r *sessionRow) session() *checkpointd.Session {
 		Capabilities: []string{},
 	}
 	_ = json.Unmarshal([]byte(r.Capabilities), &out.Capabilities)
-	if out.State == checkpointd.SessionActive {
+	if out.State == checkpointd.SessionActive && r.RunID == "" {
+		out.Parked = true
+	} else if out.State == checkpointd.SessionActive {
 		run := &checkpointd.Run{ID: r.RunID, SessionID: r.ID, FencingToken: r.RunToken,
 			StartedAt: fromMicros(r.RunStartedAt), TakeoverReason: r.RunReason}
 		_ = json.Unmarshal([]byte(r.RunAgent), &run.Agent)
+		seen, live := lastSeen(r.RunSeenAt, r.CheckpointAt, now, window)
+		run.LastSeenAt, run.Live = &seen, &live
 		out.CurrentRun = run
 	}
 	if r.CkSeq.Valid {
@@ -182,7 +192,7 @@ func (s *Store) getSession(ctx context.Context, id string) (*checkpointd.Session
 	if err != nil {
 		return nil, s.classify(err)
 	}
-	return row.session(), nil
+	return row.session(s.now(), s.liveness()), nil
 }
 
 // SessionFilter selects sessions to list. Zero values do not filter.
@@ -232,8 +242,9 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 		return nil, s.classify(err)
 	}
 	out := make([]checkpointd.Session, len(rows))
+	now := s.now()
 	for i := range rows {
-		out[i] = *rows[i].session()
+		out[i] = *rows[i].session(now, s.liveness())
 	}
 	return out, nil
 }

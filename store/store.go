@@ -67,6 +67,8 @@ type Store struct {
 	obs                                Observer
 	// errorsKeep is how many durable errors are kept per source.
 	errorsKeep int
+	// runLiveness is --run-liveness (liveness.go); 0: the default.
+	runLiveness time.Duration
 	// settling lets one Settle of this process run at a time (settle.go):
 	// a one-slot semaphore, so a caller can stop waiting when its ctx ends.
 	settling chan struct{}

@@ -47,6 +47,8 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "how long in-flight requests and background workers may take to finish on shutdown"},
 		&cli.StringFlag{Name: "metrics-listen", Sources: from("CHECKPOINTD_METRICS_LISTEN"),
 			Usage: "serve GET /metrics on this address instead of on --listen (empty: on --listen)"},
+		&cli.DurationFlag{Name: "run-liveness", Value: checkpointd.DefaultRunLiveness, Sources: from("CHECKPOINTD_RUN_LIVENESS"),
+			Usage: "a run not heard from for this long reads as unresponsive (reported, never acted on)"},
 		&cli.IntFlag{Name: "errors-keep", Value: store.DefaultErrorsKeep, Sources: from("CHECKPOINTD_ERRORS_KEEP"),
 			Usage: "durable errors kept per source (checkpoint_write, reconcile, webhook); older ones are trimmed"},
 	}
@@ -119,6 +121,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	m := metrics.New()
 	s.SetObserver(m)
 	s.SetErrorsKeep(c.Int("errors-keep"))
+	s.SetRunLiveness(c.Duration("run-liveness"))
 	errs := errlog.New(s, log, m)
 	version, err := s.Migrate(ctx)
 	if err != nil {

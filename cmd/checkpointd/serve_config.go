@@ -45,6 +45,9 @@ func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logge
 	if n := c.Int("errors-keep"); n <= 0 {
 		return nil, fmt.Errorf("--errors-keep must be positive, not %d", n)
 	}
+	if d := c.Duration("run-liveness"); d <= 0 {
+		return nil, fmt.Errorf("--run-liveness must be positive, not %v", d)
+	}
 	if n := c.Int64("webhook-max-body-bytes"); n <= 0 {
 		return nil, fmt.Errorf("--webhook-max-body-bytes must be positive, not %d", n)
 	}
