@@ -147,7 +147,6 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 	if err := a.resumeSighting(r, sess); err != nil {
 		return err
 	}
-	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}, Explanations: []explanation{}, Run: sess.CurrentRun, Parked: sess.Parked}
 	var cp *checkpointd.Checkpoint
 	if sess.Latest != nil {
 		// The latest, whichever it is now: its verdict and reason are read
@@ -161,6 +160,9 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 			}
 		}
 	}
+	// The verdict, the run and the checkpoint all from the session as read
+	// with that checkpoint.
+	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}, Explanations: []explanation{}, Run: sess.CurrentRun, Parked: sess.Parked}
 	// Read after the verdict, so the live head shown is never older than
 	// the one the verdict was judged against.
 	if resp.Live, err = a.Store.LiveRef(r.Context(), sess); err != nil {

@@ -34,6 +34,11 @@ func (a *api) acquireLease(w http.ResponseWriter, r *http.Request) error {
 		RunID: q.RunID, TTLSeconds: q.TTLSeconds, InScope: principal(r).InScope})
 	var held *store.LeaseHeldError
 	if errors.As(err, &held) {
+		// A run waiting for a lease is alive (DESIGN §2): the refusal
+		// rolled its sighting back, so it is recorded on its own. The
+		// store checked the scope before it answered lease_held, and a
+		// sighting that fails changes nothing of this answer.
+		_, _ = a.Store.SeeRun(r.Context(), q.SessionID, q.RunID)
 		// The 409 names the holder, so the caller knows whom it waits for.
 		h := held.Lease
 		return &ProblemError{Err: err, Extra: map[string]any{"holder": map[string]any{

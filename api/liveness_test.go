@@ -64,6 +64,8 @@ func TestEveryCallOfTheRunIsASighting(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newLeaseHarness(t, b)
 		a := h.session()
+		other := h.session()
+		h.acquire(other, issue(13), 3600)
 		var leaseID string
 		calls := []struct {
 			name string
@@ -71,6 +73,12 @@ func TestEveryCallOfTheRunIsASighting(t *testing.T) {
 		}{
 			{"checkpoint write", func() {
 				h.do("POST", "/v1/sessions/"+a.id+"/checkpoints", h.agent, checkpointDoc(a.run, a.tok)).expect(t, 201, "")
+			}},
+			// An agent waiting for a lease another holds is alive: its
+			// refused acquire is a sighting too.
+			{"lease acquire refused", func() {
+				h.do("POST", "/v1/leases", h.agent, map[string]any{"resource": issue(13), "session_id": a.id,
+					"run_id": a.run, "ttl_seconds": 600}).expect(t, 409, "lease_held")
 			}},
 			{"lease acquire", func() { leaseID = h.acquire(a, issue(12), 3600)["id"].(string) }},
 			{"lease renew", func() {

@@ -48,7 +48,7 @@ UPDATE sessions SET
     head = ?,
     write_failed_at = NULL,
     write_failed_code = ''
-WHERE id = ? AND state = 'active' AND current_run_id = ? AND run_seq = ?
+WHERE id = ? AND state = 'active' AND current_run_id = ? AND current_run_id <> '' AND run_seq = ?
 RETURNING checkpoint_seq, event_seq, repo, role, validity, leases_ok, branch, pr, latest_complete, latest_missing, drain_ready,
     NULL AS old_branch, NULL AS old_pr`
 

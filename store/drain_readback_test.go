@@ -128,3 +128,34 @@ func blockedReasons(t *testing.T, e checkpointd.Event) []string {
 	}
 	return d.Reasons
 }
+
+// TestParkKeepsAnUnreadableCheckpointBlocking: parking a session whose
+// latest checkpoint a completion found unreadable leaves it blocking as
+// unknown in the drain status too. Park used to recompute its readiness
+// from completeness alone, so the status showed it ready while every
+// completion refused it.
+func TestParkKeepsAnUnreadableCheckpointBlocking(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		url := storetest.URL(t, b)
+		s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+		db := openRaw(t, b, url)
+		sess := drainSession(t, s, "acme/widgets", "author", "fix-park")
+		push(t, s, sess, headA)
+		startDrain(t, s)
+		seq := mustWrite(t, s, sess, drainDoc(sess, headA)).Seq
+		if _, err := db.ExecContext(ctx, `UPDATE checkpoints SET sealed = '' WHERE session_id = $1 AND seq = $2`, sess.ID, seq); err != nil {
+			t.Fatal(err)
+		}
+		if d := complete(t, s, 10); d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
+			t.Fatalf("completion over an unreadable checkpoint: %+v", d.Decision)
+		}
+		if _, err := s.ParkSession(ctx, sess.ID, store.Operator{TokenID: "tok_op", Name: "op"}, "agent died", nil); err != nil {
+			t.Fatal(err)
+		}
+		st := drainStatus(t, s, store.DrainQuery{})
+		if st.Counts.Blocking != 1 || len(st.Blocking) != 1 || !slices.Contains(st.Blocking[0].Reasons, checkpointd.BlockUnknown) {
+			t.Fatalf("status after parking: %+v %+v", st.Counts, st.Blocking)
+		}
+	})
+}

@@ -37,7 +37,7 @@ type NewLease struct {
 // the same statement. It answers why not when the run may not act.
 const lockRun = `
 UPDATE sessions SET run_seen_at = ?
-WHERE id = ? AND state = 'active' AND current_run_id = ?
+WHERE id = ? AND state = 'active' AND current_run_id = ? AND current_run_id <> ''
 RETURNING repo`
 
 // claimResource grants the resource to a new lease when it is free, or when

@@ -20,11 +20,11 @@ type Operator struct {
 // every check of the current run fences the parked one off) and sets its
 // drain readiness from its latest checkpoint alone: a parked session has
 // no run to hold unwritten state, so it is ready when that checkpoint is
-// complete (DESIGN §9; checkpointd.DrainBlockers). StartDrain keeps the
+// complete and was not found unreadable (DESIGN §9; checkpointd.DrainBlockers). StartDrain keeps the
 // readiness of parked sessions.
 const park = `
 UPDATE sessions SET current_run_id = '', updated_at = ?,
-    drain_ready = (checkpoint_seq > 0 AND latest_complete)
+    drain_ready = (checkpoint_seq > 0 AND latest_complete AND COALESCE(unreadable_seq <> checkpoint_seq, TRUE))
 WHERE id = ? AND state = 'active' AND current_run_id = ?`
 
 // ParkSession supersedes the current run of an active session without
