@@ -18,6 +18,17 @@ func deliverPush(t *testing.T, base, secret, delivery, before, after string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/fix-12", "before": before, "after": after,
 		"repository": map[string]any{"id": 7, "full_name": "acme/widgets"}})
+	resp := postPush(t, base, secret, delivery, body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("push delivery: %d", resp.StatusCode)
+	}
+}
+
+// postPush posts body to the daemon's webhook endpoint as a Gitea push
+// delivery signed with secret.
+func postPush(t *testing.T, base, secret, delivery string, body []byte) *http.Response {
+	t.Helper()
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
 	req, _ := http.NewRequest("POST", base+"/webhooks/gitea", bytes.NewReader(body))
@@ -30,10 +41,7 @@ func deliverPush(t *testing.T, base, secret, delivery, before, after string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("push delivery: %d", resp.StatusCode)
-	}
+	return resp
 }
 
 // TestServeReplicaStartKeepsValidity: the first replica to start resets
