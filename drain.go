@@ -108,6 +108,9 @@ type DrainBlocker struct {
 	// wait, park or end the session.
 	Live       *bool      `json:"live,omitempty"`
 	LastSeenAt *time.Time `json:"last_seen_at,omitempty"`
+	// Unblock is what unblocks the session (HowToUnblock), added to the
+	// answers of the API; a stored decision does not keep it.
+	Unblock *Unblock `json:"unblock,omitempty"`
 }
 
 // Readiness is what the daemon knows of an active session against a drain

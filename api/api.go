@@ -75,6 +75,10 @@ type Deps struct {
 	// 10s). Nil skips the step.
 	Verifier      Verifier
 	VerifyTimeout time.Duration
+	// Evidence says which sources of live-head evidence are configured;
+	// drain answers say what unblocks a session accordingly, and say so
+	// plainly when there is none.
+	Evidence checkpointd.EvidenceSources
 	// OnDrainDecision, when set, is told every decision of the drain gate
 	// (e.g. to count it in a metric).
 	OnDrainDecision func(checkpointd.DrainOutcome)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +108,10 @@ type drainStatusResponse struct {
 	Blocking []checkpointd.DrainBlocker `json:"blocking"`
 	// NextCursor pages through the blocking list (by session id).
 	NextCursor *string `json:"next_cursor"`
+	// Evidence is what can vouch for live heads; Notice says in words when
+	// nothing can (checkpointd.NoEvidenceNotice).
+	Evidence checkpointd.EvidenceSources `json:"evidence"`
+	Notice   string                      `json:"notice,omitempty"`
 }
 
 // getDrain answers the drain's state (reader): counts of active, ready and
@@ -124,7 +129,11 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := drainStatusResponse{Drain: st.Drain, Draining: st.Drain != nil && st.Drain.Gating, Counts: st.Counts, Blocking: st.Blocking}
+	resp := drainStatusResponse{Drain: st.Drain, Draining: st.Drain != nil && st.Drain.Gating, Counts: st.Counts,
+		Blocking: a.withUnblock(st.Blocking), Evidence: a.Evidence}
+	if a.Evidence.None() {
+		resp.Notice = checkpointd.NoEvidenceNotice
+	}
 	if len(st.Blocking) == limit {
 		next := encodeCursor(cursor{ID: st.Blocking[len(st.Blocking)-1].SessionID})
 		resp.NextCursor = &next
@@ -173,9 +182,8 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 	if d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
 		c := d.Decision.Counts
 		a.writeProblem(w, r, &ProblemError{
-			Err: fmt.Errorf("%w: %d of %d active sessions block the drain", checkpointd.ErrDrainBlocked, c.Blocking, c.Active),
-			Extra: map[string]any{"drain_id": d.ID, "counts": c, "blocking": d.Decision.Blocking,
-				"decided_at": d.Decision.At},
+			Err:   fmt.Errorf("%w: %d of %d active sessions block the drain", checkpointd.ErrDrainBlocked, c.Blocking, c.Active),
+			Extra: a.blockedExtra(d),
 		})
 		// The operator has the whole answer now (it carries its length);
 		// the blocking sessions' logs are told after it.
@@ -184,6 +192,27 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
+}
+
+// withUnblock adds to each blocking entry what unblocks it.
+func (a *api) withUnblock(bs []checkpointd.DrainBlocker) []checkpointd.DrainBlocker {
+	for i := range bs {
+		u := checkpointd.HowToUnblock(bs[i], a.Evidence)
+		bs[i].Unblock = &u
+	}
+	return bs
+}
+
+// blockedExtra is the body of a drain_blocked answer beyond the problem.
+func (a *api) blockedExtra(d *checkpointd.Drain) map[string]any {
+	c := d.Decision.Counts
+	blocking := a.withUnblock(slices.Clone(d.Decision.Blocking))
+	extra := map[string]any{"drain_id": d.ID, "counts": c, "blocking": blocking,
+		"decided_at": d.Decision.At, "evidence": a.Evidence}
+	if a.Evidence.None() {
+		extra["notice"] = checkpointd.NoEvidenceNotice
+	}
+	return extra
 }
 
 // decide records the failed writes this replica keeps, then lets the

@@ -136,6 +136,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 							Code     string
 							Counts   checkpointd.DrainCounts
 							Blocking []checkpointd.DrainBlocker
+							Notice   string
 						}
 						_ = json.Unmarshal(raw, &p)
 						if p.Code != "drain_blocked" {
@@ -143,6 +144,9 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 						}
 						if !c.Bool("json") {
 							printBlocking(stdout, p.Blocking, p.Counts.Blocking)
+							if p.Notice != "" {
+								fmt.Fprintln(stdout, "note: "+p.Notice)
+							}
 						}
 						return fmt.Errorf("drain blocked: %d of %d active sessions block it; nothing was completed", p.Counts.Blocking, p.Counts.Active)
 					}
@@ -239,6 +243,7 @@ type drainStatus struct {
 	Draining bool                       `json:"draining"`
 	Counts   *checkpointd.DrainCounts   `json:"counts"`
 	Blocking []checkpointd.DrainBlocker `json:"blocking"`
+	Notice   string                     `json:"notice"`
 }
 
 func (dc *daemonClient) status(ctx context.Context, limit int) (*drainStatus, []byte, error) {
@@ -354,6 +359,9 @@ func printDrainStatus(w io.Writer, st *drainStatus, now time.Time) {
 		fmt.Fprintf(w, "%s  ready %d/%d  blocking %d\n", progressBar(c, 24), c.Ready, c.Active, c.Blocking)
 		printBlocking(w, st.Blocking, c.Blocking)
 	}
+	if st.Notice != "" {
+		fmt.Fprintln(w, "note: "+st.Notice)
+	}
 }
 
 // drainWhen says when a drain entered the state it is in: a running one
@@ -379,7 +387,7 @@ func printBlocking(w io.Writer, bs []checkpointd.DrainBlocker, total int64) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tREPO\tROLE\tREASONS")
+	fmt.Fprintln(tw, "SESSION\tREPO\tROLE\tREASONS\tTO UNBLOCK")
 	for _, b := range bs {
 		reasons := make([]string, len(b.Reasons))
 		for i, r := range b.Reasons {
@@ -391,9 +399,19 @@ func printBlocking(w io.Writer, bs []checkpointd.DrainBlocker, total int64) {
 				reasons[i] += " (" + b.WriteFailure + ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.SessionID, b.Repo, b.Role, strings.Join(reasons, "; "))
+		action := "-"
+		if b.Unblock != nil {
+			action = string(b.Unblock.Action)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.SessionID, b.Repo, b.Role, strings.Join(reasons, "; "), action)
 	}
 	tw.Flush()
+	// Then the action in words, naming the session's own command.
+	for _, b := range bs {
+		if b.Unblock != nil {
+			fmt.Fprintf(w, "  %s: %s\n", b.SessionID, b.Unblock.Detail)
+		}
+	}
 	if more := total - int64(len(bs)); more > 0 {
 		fmt.Fprintf(w, "… and %d more (--limit, or GET /v1/drain with its cursor)\n", more)
 	}

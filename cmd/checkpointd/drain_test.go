@@ -43,7 +43,8 @@ func TestDrainCommand(t *testing.T) {
 
 		out, err = cli("status")
 		if err != nil || !strings.Contains(out, "ready 0/1  blocking 1") || !strings.Contains(out, sess.id) ||
-			!strings.Contains(out, "no_checkpoint_since_drain") {
+			!strings.Contains(out, "no_checkpoint_since_drain") || !strings.Contains(out, "TO UNBLOCK") ||
+			!strings.Contains(out, "write_checkpoint") || !strings.Contains(out, "note: no forge (--gitea-url) and no webhook secret") {
 			t.Errorf("drain status: %v\n%s", err, out)
 		}
 		out, err = cli("status", "--json")

@@ -185,6 +185,8 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log, Metrics: m, Errors: errs},
 		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log, Reconciler: reconciler,
 		Verifier: reconciler, Metrics: m, Errors: errs,
+		Evidence: checkpointd.EvidenceSources{Webhooks: len(verifier.Secrets) > 0 || verifier.AllowUnsigned,
+			Forge: reconciler.Forge != nil},
 	}
 	// The drain gauges mirror the store at every scrape: another replica
 	// may have started or ended the drain, and a restart keeps a running
