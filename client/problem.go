@@ -50,8 +50,10 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		b.WriteString(": " + e.Detail)
 	}
-	for _, p := range e.Problems {
-		fmt.Fprintf(&b, "; %s: %s", p.Path, p.Message)
+	if e.Detail == "" { // the daemon's detail already lists the problems
+		for _, p := range e.Problems {
+			fmt.Fprintf(&b, "; %s: %s", p.Path, p.Message)
+		}
 	}
 	return b.String()
 }
