@@ -3,6 +3,7 @@ package client_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,6 +42,9 @@ func TestSessionsAndCheckpoints(t *testing.T) {
 		schema, err := reader.Schema(ctx, 0)
 		if err != nil || !json.Valid(schema) {
 			t.Fatalf("schema: %v %s", err, schema)
+		}
+		if doc, err := reader.OpenAPI(ctx); err != nil || !strings.HasPrefix(string(doc), "openapi: 3") {
+			t.Fatalf("openapi: %v %.40q", err, doc)
 		}
 		_, err = reader.Schema(ctx, 99)
 		expectCode(t, err, http.StatusNotFound, "not_found")

@@ -36,7 +36,7 @@ func serve(s *store.Store) (*daemon, error) {
 	d := &daemon{store: s}
 	h := api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("client-test-digest-key"),
 		DrainHeaderTTL: -1})
-	d.srv = httptest.NewServer(h)
+	d.srv = httptest.NewServer(recordRoutes(h))
 	for _, tk := range []struct {
 		into  *string
 		role  checkpointd.TokenRole

@@ -41,3 +41,17 @@ func (c *Client) Ready(ctx context.Context) error {
 	_, err = c.call(ctx, r, nil)
 	return err
 }
+
+// OpenAPI reads the daemon's OpenAPI 3 document of this API, as YAML
+// (GET /v1/openapi.yaml).
+func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
+	r, err := newRequest(http.MethodGet, "/v1/openapi.yaml", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := c.send(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return ans.body, nil
+}
