@@ -126,7 +126,9 @@ func dedupe(s []string) []string {
 // proxy's page) is an *Error with the status and no code.
 func TestNonProblemAnswer(t *testing.T) {
 	d := newDaemon(t, storetest.SQLite)
+	var sent http.Header
 	rt := roundTrip(func(r *http.Request) (*http.Response, error) {
+		sent = r.Header.Clone()
 		resp := problemAnswer(http.StatusTeapot, "x")
 		resp.Header.Set("Content-Type", "text/html")
 		resp.Request = r
@@ -136,5 +138,8 @@ func TestNonProblemAnswer(t *testing.T) {
 	p := asProblem(t, err)
 	if p.Status != http.StatusTeapot || p.Code != "" || p.Title != http.StatusText(http.StatusTeapot) || p.Unwrap() != nil {
 		t.Errorf("problem %+v", p)
+	}
+	if sent.Get("Authorization") != "Bearer "+d.agent || sent.Get("User-Agent") != client.DefaultUserAgent {
+		t.Errorf("sent Authorization %q, User-Agent %q", sent.Get("Authorization"), sent.Get("User-Agent"))
 	}
 }
