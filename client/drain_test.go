@@ -1,11 +1,13 @@
 package client_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
+	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -102,15 +104,17 @@ func TestReconcileAndErrorLog(t *testing.T) {
 		op, agent := d.client(t, d.operator), d.client(t, d.agent)
 		last, err := op.Reconcile().Last(ctx)
 		if err != nil || last != nil {
-			t.Fatalf("last before any pass: %v %+v", err, last)
+			t.Fatalf("last before any pass: %v %s", err, last)
 		}
-		rep, err := op.Reconcile().Run(ctx)
-		if err != nil || rep == nil {
-			t.Fatalf("run: %v %+v", err, rep)
+		raw, err := op.Reconcile().Run(ctx)
+		var rep reconcile.Report
+		if err != nil || json.Unmarshal(raw, &rep) != nil || rep.ID == "" {
+			t.Fatalf("run: %v %s", err, raw)
 		}
 		last, err = agent.Reconcile().Last(ctx)
-		if err != nil || last == nil || last.ID != rep.ID {
-			t.Fatalf("last: %v %+v, want pass %s", err, last, rep.ID)
+		var lastRep reconcile.Report
+		if err != nil || json.Unmarshal(last, &lastRep) != nil || lastRep.ID != rep.ID {
+			t.Fatalf("last: %v %s, want pass %s", err, last, rep.ID)
 		}
 		_, err = agent.Reconcile().Run(ctx)
 		expectCode(t, err, http.StatusForbidden, "forbidden")

@@ -5,7 +5,6 @@ import (
 	"net/url"
 
 	"github.com/checkpointd/checkpointd"
-	"github.com/checkpointd/checkpointd/reconcile"
 )
 
 // PendingMutation is a resume's pending mutation: Outcome is always
@@ -34,7 +33,7 @@ type Resume struct {
 	Checkpoint      *checkpointd.Checkpoint `json:"checkpoint"`
 	Live            *checkpointd.LiveRef    `json:"live"`
 	PendingMutation *PendingMutation        `json:"pending_mutation"`
-	Worktree        *reconcile.Worktree     `json:"worktree"`
+	Worktree        *Worktree               `json:"worktree"`
 	// Run is the current run with its liveness (nil while parked).
 	Run    *checkpointd.Run `json:"run"`
 	Parked bool             `json:"parked"`
@@ -52,4 +51,21 @@ func (s *Sessions) Resume(ctx context.Context, id, runID string) (*Resume, error
 		return nil, err
 	}
 	return &out, nil
+}
+
+// Worktree is what the last reconcile pass found in the session's recorded
+// worktree on the daemon's host (reconcile.Worktree, copied so the client
+// does not link the reconcile package; a test keeps the two alike). A
+// dirty or diverged worktree is reported, never "fixed".
+type Worktree struct {
+	SessionID string `json:"session_id"`
+	Repo      string `json:"repo"`
+	Path      string `json:"path"`
+	Head      string `json:"head,omitempty"`
+	Branch    string `json:"branch,omitempty"`
+	Dirty     bool   `json:"dirty,omitempty"`
+	// Findings name each difference: head_differs, not_at_live_head,
+	// branch_differs, detached.
+	Findings []string `json:"findings"`
+	Error    string   `json:"error,omitempty"`
 }
