@@ -39,6 +39,10 @@ type DrainStatus struct {
 	Counts     *checkpointd.DrainCounts   `json:"counts"`
 	Blocking   []checkpointd.DrainBlocker `json:"blocking"`
 	NextCursor string                     `json:"next_cursor"`
+	// Evidence is what can vouch for live heads; Notice says in words when
+	// nothing can (no session can become valid).
+	Evidence checkpointd.EvidenceSources `json:"evidence"`
+	Notice   string                      `json:"notice"`
 }
 
 // Status reads the drain's status with one page of its blocking list.
