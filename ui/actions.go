@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,9 +8,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/client"
 )
-
-func asProblem(err error, p **problem) bool { return errors.As(err, p) }
 
 type confirmData struct {
 	Verb, What, Effect, Action string
@@ -22,11 +20,11 @@ type confirmData struct {
 // confirm asks before an operator action, naming the session.
 func (c *console) confirm(r *http.Request, s *consoleSession) (string, view, error) {
 	id := chi.URLParam(r, "id")
-	var one struct{ Session checkpointd.Session }
-	if err := c.call(r.Context(), s, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &one); err != nil {
+	sess, err := c.api(s).Sessions().Get(r.Context(), id)
+	if err != nil {
 		return "", view{}, err
 	}
-	d := confirmData{SessionID: one.Session.ID, Repo: one.Session.Repo}
+	d := confirmData{SessionID: sess.ID, Repo: sess.Repo}
 	base := "/ui/sessions/" + url.PathEscape(id)
 	switch r.URL.Query().Get("action") {
 	case "park":
@@ -41,12 +39,12 @@ func (c *console) confirm(r *http.Request, s *consoleSession) (string, view, err
 	case "release":
 		lease := r.URL.Query().Get("lease")
 		if !checkpointd.ValidID(lease) {
-			return "", view{}, &problem{Status: http.StatusNotFound, Detail: "no such lease"}
+			return "", view{}, notFound("no such lease")
 		}
 		d.Verb, d.What, d.Action, d.Lease = "release", "Force-release lease "+lease+" of", "/ui/leases/"+url.PathEscape(lease)+"/release", lease
 		d.Effect = "The holder loses the lease at once; its checkpoints that name it read lease_lost."
 	default:
-		return "", view{}, &problem{Status: http.StatusNotFound, Detail: "no such action"}
+		return "", view{}, notFound("no such action")
 	}
 	return "confirm", view{Title: "Confirm", Nav: "fleet", Data: d}, nil
 }
@@ -57,20 +55,20 @@ func reason(r *http.Request) string { return strings.TrimSpace(r.PostFormValue("
 
 func (c *console) park(r *http.Request, s *consoleSession) (string, error) {
 	id := chi.URLParam(r, "id")
-	err := c.call(r.Context(), s, "POST", "/v1/sessions/"+url.PathEscape(id)+"/park", map[string]string{"reason": reason(r)}, nil)
+	_, err := c.api(s).Sessions().Park(r.Context(), id, reason(r))
 	return "/ui/sessions/" + url.PathEscape(id) + "?done=parked", err
 }
 
 func (c *console) end(r *http.Request, s *consoleSession) (string, error) {
 	id := chi.URLParam(r, "id")
-	err := c.call(r.Context(), s, "POST", "/v1/sessions/"+url.PathEscape(id)+"/end",
-		map[string]string{"outcome": r.PostFormValue("outcome"), "reason": reason(r)}, nil)
+	_, err := c.api(s).Sessions().End(r.Context(), id, &client.EndRequest{
+		Outcome: checkpointd.Outcome(r.PostFormValue("outcome")), Reason: reason(r)})
 	return "/ui/sessions/" + url.PathEscape(id) + "?done=ended", err
 }
 
 func (c *console) clear(r *http.Request, s *consoleSession) (string, error) {
 	id := chi.URLParam(r, "id")
-	err := c.call(r.Context(), s, "DELETE", "/v1/sessions/"+url.PathEscape(id), map[string]string{"reason": reason(r)}, nil)
+	err := c.api(s).Sessions().Clear(r.Context(), id, reason(r))
 	return "/ui/?done=cleared", err
 }
 
@@ -78,7 +76,7 @@ func (c *console) clear(r *http.Request, s *consoleSession) (string, error) {
 // as `checkpointd leases release` does) and goes back to its session.
 func (c *console) release(r *http.Request, s *consoleSession) (string, error) {
 	id := chi.URLParam(r, "id")
-	err := c.call(r.Context(), s, "DELETE", "/v1/leases/"+url.PathEscape(id), nil, nil)
+	err := c.api(s).Leases().Release(r.Context(), id, "")
 	if sid := r.PostFormValue("session"); checkpointd.ValidID(sid) {
 		return "/ui/sessions/" + url.PathEscape(sid) + "?done=released", err
 	}
@@ -86,22 +84,24 @@ func (c *console) release(r *http.Request, s *consoleSession) (string, error) {
 }
 
 func (c *console) startDrain(r *http.Request, s *consoleSession) (string, error) {
-	return "/ui/drain?done=started", c.call(r.Context(), s, "POST", "/v1/drain", map[string]string{"reason": reason(r)}, nil)
+	_, err := c.api(s).Drain().Start(r.Context(), reason(r))
+	return "/ui/drain?done=started", err
 }
 
 func (c *console) completeDrain(r *http.Request, s *consoleSession) (string, error) {
-	err := c.call(r.Context(), s, "POST", "/v1/drain/complete", nil, nil)
-	var p *problem
-	if asProblem(err, &p) && p.Code == "drain_blocked" {
+	_, err := c.api(s).Drain().Complete(r.Context(), 0)
+	if p, ok := asProblem(err); ok && p.Code == "drain_blocked" {
 		return "/ui/drain", nil // the page lists what blocks
 	}
 	return "/ui/drain?done=completed", err
 }
 
 func (c *console) cancelDrain(r *http.Request, s *consoleSession) (string, error) {
-	return "/ui/drain?done=cancelled", c.call(r.Context(), s, "POST", "/v1/drain/cancel", nil, nil)
+	_, err := c.api(s).Drain().Cancel(r.Context())
+	return "/ui/drain?done=cancelled", err
 }
 
 func (c *console) reconcileNow(r *http.Request, s *consoleSession) (string, error) {
-	return "/ui/reconcile?done=reconcile", c.call(r.Context(), s, "POST", "/v1/reconcile", nil, nil)
+	_, err := c.api(s).Reconcile().Run(r.Context())
+	return "/ui/reconcile?done=reconcile", err
 }

@@ -11,12 +11,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/client"
 )
-
-type page[T any] struct {
-	Items      []T    `json:"items"`
-	NextCursor string `json:"next_cursor"`
-}
 
 type fleetFilters struct {
 	Repo, Validity, Stage, WaitingOn, Live, Search string
@@ -54,22 +50,21 @@ func (c *console) fleet(r *http.Request, s *consoleSession) (string, view, error
 		d.State = "ended"
 	}
 	if checkpointd.ValidID(d.F.Search) {
-		var one struct{ Session checkpointd.Session }
-		if err := c.call(r.Context(), s, "GET", "/v1/sessions/"+url.PathEscape(d.F.Search), nil, &one); err != nil {
+		one, err := c.api(s).Sessions().Get(r.Context(), d.F.Search)
+		if err != nil {
 			return "", view{}, err
 		}
-		d.Items = []checkpointd.Session{one.Session}
+		d.Items = []checkpointd.Session{*one}
 		return "fleet", view{Title: "Fleet", Nav: "fleet", Data: d}, nil
 	}
-	api := url.Values{"state": {d.State}, "sort": {"activity"}, "limit": {"50"}}
-	for k, v := range map[string]string{"repo": d.F.Repo, "validity": d.F.Validity, "stage": d.F.Stage,
-		"waiting_on": d.F.WaitingOn, "live": d.F.Live, "branch": d.F.Search, "cursor": q.Get("cursor")} {
-		if v != "" {
-			api.Set(k, v)
-		}
+	opts := client.SessionListOptions{State: checkpointd.SessionState(d.State), Repo: d.F.Repo,
+		Validity: checkpointd.Validity(d.F.Validity), Stage: d.F.Stage, WaitingOn: d.F.WaitingOn, Branch: d.F.Search,
+		Sort: "activity", ListOptions: client.ListOptions{Limit: 50, Cursor: q.Get("cursor")}}
+	if live, err := strconv.ParseBool(d.F.Live); err == nil {
+		opts.Live = &live
 	}
-	var p page[checkpointd.Session]
-	if err := c.call(r.Context(), s, "GET", "/v1/sessions?"+api.Encode(), nil, &p); err != nil {
+	p, err := c.api(s).Sessions().List(r.Context(), opts)
+	if err != nil {
 		return "", view{}, err
 	}
 	d.Items, d.Next = p.Items, p.NextCursor
@@ -91,7 +86,7 @@ func (c *console) fleet(r *http.Request, s *consoleSession) (string, view, error
 
 type sessionData struct {
 	S          checkpointd.Session
-	Resume     *resumeView
+	Resume     *client.Resume
 	Latest     *checkpointd.Checkpoint
 	LatestJSON string
 	History    []checkpointd.CheckpointSummary
@@ -100,13 +95,6 @@ type sessionData struct {
 	Leases     []checkpointd.Lease
 	Runs       []runView
 	Events     []checkpointd.Event
-}
-
-type resumeView struct {
-	Resumable    bool
-	Validity     checkpointd.Validity
-	Explanations []struct{ Reason, Explanation string }
-	Live         *checkpointd.LiveRef
 }
 
 type runView struct {
@@ -119,46 +107,41 @@ type runView struct {
 // diff of two checkpoints, leases, runs and the event log.
 func (c *console) session(r *http.Request, s *consoleSession) (string, view, error) {
 	id := chi.URLParam(r, "id")
-	ctx := r.Context()
-	base := "/v1/sessions/" + url.PathEscape(id)
-	var one struct{ Session checkpointd.Session }
-	if err := c.call(ctx, s, "GET", base, nil, &one); err != nil {
+	ctx, api := r.Context(), c.api(s)
+	one, err := api.Sessions().Get(ctx, id)
+	if err != nil {
 		return "", view{}, err
 	}
-	d := sessionData{S: one.Session}
+	d := sessionData{S: *one}
 	// The verdict needs an agent's right to resume; a reader sees the
 	// validity it is judged from.
 	if s.principal.Can(checkpointd.RoleAgent) {
-		var rv resumeView
-		if err := c.call(ctx, s, "GET", base+"/resume", nil, &rv); err != nil {
+		if d.Resume, err = api.Sessions().Resume(ctx, id, ""); err != nil {
 			return "", view{}, err
 		}
-		d.Resume = &rv
 	}
 	if d.S.Latest != nil {
-		var cp checkpointd.Checkpoint
-		if err := c.call(ctx, s, "GET", base+"/checkpoints/latest", nil, &cp); err != nil {
+		if d.Latest, err = api.Checkpoints().Latest(ctx, id); err != nil {
 			return "", view{}, err
 		}
-		d.Latest = &cp
-		b, _ := json.MarshalIndent(cp.Document, "", "  ")
+		b, _ := json.MarshalIndent(d.Latest.Document, "", "  ")
 		d.LatestJSON = string(b)
 	}
-	var hist page[checkpointd.CheckpointSummary]
-	if err := c.call(ctx, s, "GET", base+"/checkpoints?limit=50", nil, &hist); err != nil {
+	hist, err := api.Checkpoints().List(ctx, id, client.ListOptions{Limit: 50})
+	if err != nil {
 		return "", view{}, err
 	}
 	d.History = hist.Items
-	if err := c.diff(r, s, base, &d); err != nil {
+	if err := c.diff(r, api, &d); err != nil {
 		return "", view{}, err
 	}
-	var leases page[checkpointd.Lease]
-	if err := c.call(ctx, s, "GET", "/v1/leases?session_id="+url.QueryEscape(id)+"&limit=100", nil, &leases); err != nil {
+	leases, err := api.Leases().List(ctx, client.LeaseListOptions{SessionID: id, ListOptions: client.ListOptions{Limit: 100}})
+	if err != nil {
 		return "", view{}, err
 	}
 	d.Leases = leases.Items
-	var events page[checkpointd.Event]
-	if err := c.call(ctx, s, "GET", base+"/events?limit=500", nil, &events); err != nil {
+	events, err := api.Sessions().Events(ctx, id, client.EventListOptions{ListOptions: client.ListOptions{Limit: 500}})
+	if err != nil {
 		return "", view{}, err
 	}
 	d.Events = events.Items
@@ -167,7 +150,7 @@ func (c *console) session(r *http.Request, s *consoleSession) (string, view, err
 }
 
 // diff compares the checkpoints ?from= and ?to= (default: the two latest).
-func (c *console) diff(r *http.Request, s *consoleSession, base string, d *sessionData) error {
+func (c *console) diff(r *http.Request, api *client.Client, d *sessionData) error {
 	if len(d.History) < 2 {
 		return nil
 	}
@@ -178,9 +161,10 @@ func (c *console) diff(r *http.Request, s *consoleSession, base string, d *sessi
 	if v, err := strconv.ParseInt(r.URL.Query().Get("to"), 10, 64); err == nil {
 		d.To = v
 	}
-	docs := [2]checkpointd.Checkpoint{}
+	var docs [2]*checkpointd.Checkpoint
 	for i, seq := range []int64{d.From, d.To} {
-		if err := c.call(r.Context(), s, "GET", base+"/checkpoints/"+strconv.FormatInt(seq, 10), nil, &docs[i]); err != nil {
+		var err error
+		if docs[i], err = api.Checkpoints().Get(r.Context(), d.S.ID, seq); err != nil {
 			return err
 		}
 	}
@@ -220,58 +204,45 @@ func runsOf(events []checkpointd.Event, s checkpointd.Session) []runView {
 }
 
 type drainData struct {
-	Status struct {
-		Drain    *checkpointd.Drain         `json:"drain"`
-		Draining bool                       `json:"draining"`
-		Counts   *checkpointd.DrainCounts   `json:"counts"`
-		Blocking []checkpointd.DrainBlocker `json:"blocking"`
-		Notice   string                     `json:"notice"`
-	}
+	Status *client.DrainStatus
 	Notice string
 }
 
 func (c *console) drain(r *http.Request, s *consoleSession) (string, view, error) {
-	var d drainData
-	if err := c.call(r.Context(), s, "GET", "/v1/drain?limit=500", nil, &d.Status); err != nil {
+	st, err := c.api(s).Drain().Status(r.Context(), client.ListOptions{Limit: 500})
+	if err != nil {
 		return "", view{}, err
 	}
-	d.Notice = d.Status.Notice
+	d := drainData{Status: st, Notice: st.Notice}
 	return "drain", view{Title: "Drain", Nav: "drain", Data: d}, nil
 }
 
 func (c *console) leases(r *http.Request, s *consoleSession) (string, view, error) {
-	var p page[checkpointd.Lease]
-	q := url.Values{"limit": {"500"}}
-	if repo := r.URL.Query().Get("repo"); repo != "" {
-		q.Set("repo", repo)
-	}
-	if err := c.call(r.Context(), s, "GET", "/v1/leases?"+q.Encode(), nil, &p); err != nil {
+	p, err := c.api(s).Leases().List(r.Context(), client.LeaseListOptions{Repo: r.URL.Query().Get("repo"),
+		State: checkpointd.LeaseHeld, ListOptions: client.ListOptions{Limit: 500}})
+	if err != nil {
 		return "", view{}, err
 	}
 	return "leases", view{Title: "Leases", Nav: "leases", Data: struct{ Leases []checkpointd.Lease }{p.Items}}, nil
 }
 
 func (c *console) errors(r *http.Request, s *consoleSession) (string, view, error) {
-	var p page[checkpointd.ErrorRecord]
-	if err := c.call(r.Context(), s, "GET", "/v1/errors?limit=200", nil, &p); err != nil {
+	p, err := c.api(s).ErrorLog().List(r.Context(), client.ErrorListOptions{ListOptions: client.ListOptions{Limit: 200}})
+	if err != nil {
 		return "", view{}, err
 	}
 	return "errors", view{Title: "Errors", Nav: "errors", Data: struct{ Errors []checkpointd.ErrorRecord }{p.Items}}, nil
 }
 
 func (c *console) reconcile(r *http.Request, s *consoleSession) (string, view, error) {
-	var last struct {
-		Report json.RawMessage `json:"report"`
-	}
-	err := c.call(r.Context(), s, "GET", "/v1/reconcile/last", nil, &last)
-	var p *problem
-	if err != nil && !(asProblem(err, &p) && p.Status == http.StatusNotFound) {
+	last, err := c.api(s).Reconcile().Last(r.Context())
+	if p, ok := asProblem(err); err != nil && !(ok && p.Status == http.StatusNotFound) {
 		return "", view{}, err
 	}
 	report := ""
-	if len(last.Report) > 0 && string(last.Report) != "null" {
+	if len(last) > 0 && string(last) != "null" {
 		var pretty any
-		_ = json.Unmarshal(last.Report, &pretty)
+		_ = json.Unmarshal(last, &pretty)
 		b, _ := json.MarshalIndent(pretty, "", "  ")
 		report = string(b)
 	}

@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -92,8 +91,7 @@ var flashes = map[string]string{
 // fail answers an error of the API: a token it no longer accepts ends the
 // console session (revoked: sign in again); others are shown.
 func (c *console) fail(w http.ResponseWriter, r *http.Request, s *consoleSession, err error) {
-	var p *problem
-	if errors.As(err, &p) {
+	if p, ok := asProblem(err); ok {
 		if p.Status == http.StatusUnauthorized {
 			if ck, err := r.Cookie(cookieName); err == nil {
 				c.sessions.end(ck.Value)
@@ -102,7 +100,11 @@ func (c *console) fail(w http.ResponseWriter, r *http.Request, s *consoleSession
 			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 			return
 		}
-		c.renderError(w, r, s, p.Status, p.Error())
+		msg := p.Detail
+		if msg == "" {
+			msg = p.Title
+		}
+		c.renderError(w, r, s, p.Status, msg)
 		return
 	}
 	c.Logger.ErrorContext(r.Context(), "console", "err", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/checkpointd/checkpointd/lease"
 	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/ui"
 	"github.com/checkpointd/checkpointd/webhook"
 )
 
@@ -211,7 +212,8 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	} else {
 		deps.MetricsHandler = m.Handler()
 	}
-	handler := api.New(deps)
+	handler := withConsole(api.New(deps), ui.Deps{Authenticate: s.Authenticate, Stages: wf.Stages,
+		ForgeURL: reconciler.ForgeURL, Logger: log})
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
