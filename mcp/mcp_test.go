@@ -183,9 +183,9 @@ const head = "0123456789abcdef0123456789abcdef01234567"
 
 func checkpoint(run string, token float64, stage string) map[string]any {
 	return map[string]any{"schema_version": 1, "run_id": run, "fencing_token": token, "role": "author", "stage": stage,
-		"identity": map[string]any{"runtime": "test"},
-		"target":   map[string]any{"repo": "acme/widgets", "issue": 12},
-		"workspace": map[string]any{"worktree": "/w/1", "branch": "fix-12", "head": head, "base": "main"},
+		"identity":    map[string]any{"runtime": "test"},
+		"target":      map[string]any{"repo": "acme/widgets", "issue": 12},
+		"workspace":   map[string]any{"worktree": "/w/1", "branch": "fix-12", "head": head, "base": "main"},
 		"next_action": map[string]any{"actor": "author", "action": "run the tests"},
 		"recovery":    map[string]any{"instructions": "git checkout fix-12; make test"}}
 }
@@ -258,7 +258,7 @@ func TestToolsAnnounced(t *testing.T) {
 		}
 		raw, _ := json.Marshal(tool.InputSchema)
 		var in struct {
-			Properties map[string]map[string]any `json:"properties"`
+			Properties map[string]map[string]any  `json:"properties"`
 			Defs       map[string]json.RawMessage `json:"$defs"`
 		}
 		_ = json.Unmarshal(raw, &in)
@@ -419,5 +419,3 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
-
-

@@ -15,9 +15,9 @@ import (
 // toolDef is one tool of DESIGN §13: its name, what a model reads about
 // it, its honest annotations, and its schemas (schemas.go).
 type toolDef struct {
-	name, title, description         string
+	name, title, description          string
 	readOnly, destructive, idempotent bool
-	input, output                    map[string]any
+	input, output                     map[string]any
 }
 
 func (d toolDef) tool() *sdk.Tool {
