@@ -22,8 +22,8 @@ import (
 	"github.com/checkpointd/checkpointd/api"
 	"github.com/checkpointd/checkpointd/errlog"
 	"github.com/checkpointd/checkpointd/lease"
-	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/mcp"
+	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/webhook"
 )
