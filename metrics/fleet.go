@@ -20,10 +20,12 @@ type FleetReader func(ctx context.Context) (*checkpointd.FleetCounts, error)
 
 // WatchFleet registers the fleet gauges, read by read and cached for ttl
 // (<= 0: DefaultFleetCacheTTL); clock, when set, tells the cache's time
-// (tests). A read that fails drops the gauges from that scrape rather than
-// report stale numbers as fresh (the store counts the failure in
-// checkpointd_store_errors_total); the next scrape reads again. Call it
-// once, before serving.
+// (tests). A read that fails drops the gauges rather than report stale
+// numbers as fresh (the store counts the failure in
+// checkpointd_store_errors_total); the failure is cached like a success,
+// so a store that is down is asked once per ttl, not once per scrape.
+// Handler reads before it gathers, so a scrape shows the failure it
+// counted. Call it once, before serving.
 func (m *Metrics) WatchFleet(read FleetReader, ttl time.Duration, clock checkpointd.Clock) {
 	if m == nil {
 		return
@@ -34,26 +36,28 @@ func (m *Metrics) WatchFleet(read FleetReader, ttl time.Duration, clock checkpoi
 	if clock == nil {
 		clock = checkpointd.SystemClock{}
 	}
-	m.reg.MustRegister(&fleetCollector{read: read, ttl: ttl, clock: clock,
+	m.fleet = &fleetCollector{reader: read, ttl: ttl, clock: clock,
 		active: prometheus.NewDesc(Namespace+"_sessions_active",
 			"Active sessions by the validity of their latest checkpoint (every validity present), read from the database.", []string{"validity"}, nil),
 		liveness: prometheus.NewDesc(Namespace+"_sessions_active_by_liveness",
 			"Active sessions by liveness: live (current run heard from within --run-liveness), unresponsive, parked (no current run).", []string{"liveness"}, nil),
 		leases: prometheus.NewDesc(Namespace+"_leases_held",
 			"Leases held and not past expires_at, read from the database.", nil, nil),
-	})
+	}
+	m.reg.MustRegister(m.fleet)
 }
 
 // fleetCollector is a prometheus.Collector over a cached database read.
 type fleetCollector struct {
-	read  FleetReader
-	ttl   time.Duration
-	clock checkpointd.Clock
+	reader FleetReader
+	ttl    time.Duration
+	clock  checkpointd.Clock
 
 	active, liveness, leases *prometheus.Desc
 
 	// mu serialises reads: concurrent scrapes wait for one read.
 	mu   sync.Mutex
+	read bool // a read was made, at at, with the answer last (nil: failed)
 	at   time.Time
 	last *checkpointd.FleetCounts
 }
@@ -80,22 +84,21 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.leases, prometheus.GaugeValue, float64(counts.LeasesHeld))
 }
 
-// counts returns the cached read while it is fresh, else reads again; nil
-// when the read failed (no cached numbers are kept past a failure).
+// counts returns the cached answer while it is fresh, else reads again;
+// nil when the read failed (no numbers are kept past a failure).
 func (c *fleetCollector) counts() *checkpointd.FleetCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	if c.last != nil && now.Sub(c.at) < c.ttl && !now.Before(c.at) {
+	if c.read && now.Sub(c.at) < c.ttl && !now.Before(c.at) {
 		return c.last
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeHookTimeout)
 	defer cancel()
-	counts, err := c.read(ctx)
+	counts, err := c.reader(ctx)
 	if err != nil {
-		c.last = nil
-		return nil
+		counts = nil
 	}
-	c.last, c.at = counts, now
+	c.read, c.at, c.last = true, now, counts
 	return counts
 }
