@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -291,6 +292,39 @@ func TestFleetGauges(t *testing.T) {
 		clock.Advance(ttl - time.Second)
 		if diff := cmp.Diff(`checkpointd_store_errors_total{op="read"} 1`, scrapeFleet(t, dm.Handler())); diff != "" {
 			t.Errorf("store down, within the interval (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestFleetNamesAreCapped: waiting_on and next_actor, kept in the clear on
+// the session row, are names of at most 64 bytes: a checkpoint with a
+// longer or free-text one is refused, and nothing is stored.
+func TestFleetNamesAreCapped(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h := newLeaseHarness(t, b)
+		a := h.session()
+		long := strings.Repeat("a", 65)
+		for _, c := range []struct {
+			name, path string
+			mutate     func(map[string]any)
+		}{
+			{"long waiting_on", "/blocker/waiting_on", func(d map[string]any) {
+				d["blocker"] = map[string]any{"kind": "decision", "waiting_on": long}
+			}},
+			{"free-text waiting_on", "/blocker/waiting_on", func(d map[string]any) {
+				d["blocker"] = map[string]any{"kind": "decision", "waiting_on": "the operator, please"}
+			}},
+			{"long next actor", "/next_action/actor", func(d map[string]any) {
+				d["next_action"] = map[string]any{"actor": long, "action": "decide"}
+			}},
+		} {
+			r := h.do("POST", "/v1/sessions/"+a.id+"/checkpoints", h.agent, checkpointDoc(a.run, a.tok, c.mutate)).expect(t, 422, "invalid_checkpoint")
+			if !slices.Contains(problemPaths(r), c.path) {
+				t.Errorf("%s: problem paths %v, want %s", c.name, problemPaths(r), c.path)
+			}
+		}
+		if got := h.do("GET", "/v1/sessions/"+a.id, h.operator, nil).expect(t, 200, ""); got.get("session", "latest_checkpoint") != nil {
+			t.Errorf("a refused checkpoint was stored: %s", got.raw)
 		}
 	})
 }
