@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
 )
 
 // fleetCounts reads every fleet gauge in one statement: one snapshot on
@@ -24,7 +26,7 @@ UNION ALL
 SELECT 'live', '', COUNT(*) FROM sessions
 WHERE state = 'active' AND run_seen_at > ? AND current_run_id <> '' AND (run_seen_at > ? OR checkpoint_at > ?)
 UNION ALL
-SELECT 'parked', '', COUNT(*) FROM sessions WHERE state = 'active' AND current_run_id = ''
+SELECT 'parked', '', COUNT(*) FROM %s WHERE state = 'active' AND current_run_id = ''
 UNION ALL
 SELECT 'leases', '', COUNT(*) FROM leases WHERE state = 'held' AND expires_at > ?`
 
@@ -39,7 +41,13 @@ func (s *Store) FleetCounts(ctx context.Context) (*checkpointd.FleetCounts, erro
 		Name string `db:"name"`
 		N    int64  `db:"n"`
 	}
-	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(fleetCounts),
+	// SQLite's planner prefers the equality on state over the partial
+	// index of parked sessions (as with the drain's, drain.go): tell it.
+	parked := "sessions"
+	if s.dialect == migrations.SQLite {
+		parked = "sessions INDEXED BY sessions_parked"
+	}
+	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(fmt.Sprintf(fleetCounts, parked)),
 		micros(now.Add(-window-checkpointd.SeenRefresh(window))), cutoff, cutoff, micros(now)); err != nil {
 		return nil, s.classify(err)
 	}
