@@ -328,3 +328,35 @@ func TestFleetNamesAreCapped(t *testing.T) {
 		}
 	})
 }
+
+// TestFleetBranchAndCounts: the branch filter finds the sessions bound to
+// a branch; GET /v1/fleet counts the active fleet by validity and liveness
+// in one read, for every token that may read.
+func TestFleetBranchAndCounts(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFleet(t, newLeaseHarness(t, b))
+		other := map[string]any{}
+		for k, v := range sessionBody {
+			other[k] = v
+		}
+		other["branch"] = "feature/other"
+		r := f.do("POST", "/v1/sessions", f.agent, other).expect(t, 201, "")
+		id := r.str("session", "id")
+		if diff := cmp.Diff([]string{id}, f.listed(f.operator, "branch=feature/other")); diff != "" {
+			t.Errorf("branch filter (-want +got):\n%s", diff)
+		}
+		if got := f.listed(f.operator, "branch=nope"); len(got) != 0 {
+			t.Errorf("an unknown branch lists %v", got)
+		}
+		f.do("GET", "/v1/sessions?branch="+url.QueryEscape("a\x00b"), f.operator, nil).expect(t, 422, "invalid_request")
+
+		c := f.do("GET", "/v1/fleet", f.reader, nil).expect(t, 200, "")
+		// blocked, review, elsewhere, parked and the new one: all unverified.
+		if c.num("total_active") != 5 || c.num("active", "unverified") != 5 || c.num("active", "valid") != 0 ||
+			c.num("by_liveness", "parked") != 1 || c.num("by_liveness", "unresponsive") != 2 || c.num("by_liveness", "live") != 2 ||
+			c.num("leases_held") != 1 {
+			t.Errorf("counts: %s", c.raw)
+		}
+		f.do("GET", "/v1/fleet", "", nil).expect(t, 401, "unauthorized")
+	})
+}

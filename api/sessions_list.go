@@ -40,7 +40,7 @@ func (a *api) sessionFilter(r *http.Request, c cursor) (store.SessionFilter, err
 	q := r.URL.Query()
 	f := store.SessionFilter{State: checkpointd.SessionState(q.Get("state")), Repo: q.Get("repo"),
 		Validity: checkpointd.Validity(q.Get("validity")), Stage: q.Get("stage"), WaitingOn: q.Get("waiting_on"),
-		Sort: q.Get("sort"), Before: c.ID, Scope: principal(r).ScopeFilter()}
+		Branch: q.Get("branch"), Sort: q.Get("sort"), Before: c.ID, Scope: principal(r).ScopeFilter()}
 	if f.State != "" && f.State != checkpointd.SessionActive && f.State != checkpointd.SessionEnded {
 		return f, checkpointd.Invalid("state", "must be active or ended")
 	}
@@ -63,6 +63,9 @@ func (a *api) sessionFilter(r *http.Request, c cursor) (store.SessionFilter, err
 	// anything else could match no session.
 	if f.WaitingOn != "" && !rolePattern.MatchString(f.WaitingOn) {
 		return f, checkpointd.Invalid("waiting_on", "must be a name: a lowercase letter, then up to 63 of a-z, 0-9, _, ., -")
+	}
+	if f.Branch != "" && !checkpointd.ValidBranch(f.Branch) {
+		return f, checkpointd.Invalid("branch", fmt.Sprintf("must be 1-%d bytes without control characters", checkpointd.MaxBranchLength))
 	}
 	switch live := q.Get("live"); live {
 	case "":

@@ -114,6 +114,8 @@ type SessionListOptions struct {
 	WaitingOn string
 	Live      *bool
 	Sort      string
+	// Branch keeps the sessions bound to this branch (exact).
+	Branch string
 	ListOptions
 }
 
@@ -130,6 +132,7 @@ func (o SessionListOptions) query() url.Values {
 	set("stage", o.Stage)
 	set("waiting_on", o.WaitingOn)
 	set("sort", o.Sort)
+	set("branch", o.Branch)
 	if o.Live != nil {
 		q.Set("live", strconv.FormatBool(*o.Live))
 	}

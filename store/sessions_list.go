@@ -32,6 +32,8 @@ type SessionFilter struct {
 	Stage string
 	// WaitingOn is the latest checkpoint's blocker.waiting_on.
 	WaitingOn string
+	// Branch is the branch the session is bound to (exact).
+	Branch string
 	// Live, when set, keeps the active sessions whose current run is live
 	// (true) or unresponsive (false) under --run-liveness. A parked or
 	// ended session has no current run and matches neither.
@@ -53,7 +55,8 @@ type SessionFilter struct {
 // Indexes: state (sessions_state_id, or sessions_state_seen with live or
 // sort=activity), repo (sessions_repo_id), validity (sessions_state_validity
 // with state), stage (sessions_stage), waiting_on (sessions_waiting_on, a
-// partial index of the sessions that wait on someone). owner/* compares a
+// partial index of the sessions that wait on someone), branch
+// (sessions_branch). owner/* compares a
 // prefix, which no index serves on both engines (their collations differ):
 // it filters rows an index walk in list order reads, stopping at limit.
 func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpointd.Session, error) {
@@ -76,6 +79,9 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 	}
 	if f.Stage != "" {
 		add("s.stage = ?", f.Stage)
+	}
+	if f.Branch != "" {
+		add("s.branch = ?", f.Branch)
 	}
 	if f.WaitingOn != "" {
 		// The predicate of the partial index, so the planners may use it.

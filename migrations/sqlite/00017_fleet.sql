@@ -40,7 +40,12 @@ CREATE INDEX sessions_waiting_on ON sessions (waiting_on, id) WHERE waiting_on <
 -- Parked sessions (active, no current run), counted by the gauge.
 CREATE INDEX sessions_parked ON sessions (id) WHERE state = 'active' AND current_run_id = '';
 
+-- The fleet's search by branch (GET /v1/sessions?branch=). A checkpoint
+-- write sets branch to what it already is unless the session moves.
+CREATE INDEX sessions_branch ON sessions (branch, id);
+
 -- +goose Down
+DROP INDEX sessions_branch;
 DROP INDEX sessions_parked;
 DROP INDEX sessions_waiting_on;
 DROP INDEX sessions_stage;
