@@ -50,6 +50,7 @@ type Store interface {
 	Ready(ctx context.Context) error
 	errlog.Store
 	ListErrors(ctx context.Context, f store.ErrorFilter) ([]checkpointd.ErrorRecord, error)
+	FleetCounts(ctx context.Context) (*checkpointd.FleetCounts, error)
 }
 
 // Deps are the API's collaborators and settings.
@@ -163,6 +164,7 @@ func New(d Deps) http.Handler {
 		r.Use(a.authenticate)
 		r.With(a.require(checkpointd.RoleAgent)).Post("/v1/sessions", a.handle(a.createSession))
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/sessions", a.handle(a.listSessions))
+		r.With(a.require(checkpointd.RoleReader)).Get("/v1/fleet", a.handle(a.fleet))
 		r.Route("/v1/sessions/{id}", func(r chi.Router) {
 			r.With(a.require(checkpointd.RoleReader)).Get("/", a.handle(a.getSession))
 			r.With(a.require(checkpointd.RoleOperator)).Delete("/", a.handle(a.clearSession))

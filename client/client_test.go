@@ -55,6 +55,14 @@ func TestSessionsAndCheckpoints(t *testing.T) {
 		}
 		id, run := s.Session.ID, s.Run
 
+		fc, err := reader.Fleet(ctx)
+		if err != nil || fc.TotalActive != 1 || fc.Active[checkpointd.ValidityUnverified] != 1 || fc.ByLiveness["live"] != 1 {
+			t.Fatalf("fleet: %v %+v", err, fc)
+		}
+		if page, err := reader.Sessions().List(ctx, client.SessionListOptions{Branch: s.Session.Branch}); err != nil || len(page.Items) != 1 {
+			t.Fatalf("by branch %q: %v %+v", s.Session.Branch, err, page)
+		}
+
 		got, err := reader.Sessions().Get(ctx, id)
 		if err != nil || got.ID != id || got.CurrentRun.ID != run.ID {
 			t.Fatalf("get: %v %+v", err, got)

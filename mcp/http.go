@@ -29,9 +29,6 @@ type HTTPDeps struct {
 	// AllowedOrigins are browser origins (scheme://host[:port]) allowed to
 	// call /mcp besides a loopback page calling a loopback daemon.
 	AllowedOrigins []string
-	// Watch builds the change-feed follower of a client (Options.Watch);
-	// nil: subscriptions are accepted but never notified.
-	Watch func(c *client.Client) func(ctx context.Context, changed func(sessionID string)) error
 	// SessionTimeout closes an MCP session idle this long (default 30m).
 	SessionTimeout time.Duration
 }
@@ -64,11 +61,7 @@ func Handler(d HTTPDeps) http.Handler {
 		if err != nil {
 			return nil // the address is a constant; a token with a line break never authenticated
 		}
-		opts := Options{Version: d.Version}
-		if d.Watch != nil {
-			opts.Watch = d.Watch(c)
-		}
-		return New(c, opts)
+		return New(c, Options{Version: d.Version})
 	}, &sdk.StreamableHTTPOptions{SessionTimeout: d.SessionTimeout})
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(servers)
 	return checkOrigin(d.AllowedOrigins, authed)

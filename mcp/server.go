@@ -15,6 +15,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,11 +40,9 @@ func SessionURI(id string) string { return sessionPrefix + id }
 type Options struct {
 	// Version is reported to clients (the daemon's version).
 	Version string
-	// Watch, when set, follows the change feed for the server's token until
-	// ctx ends, calling changed with the session of every change; a
-	// subscription to that session's resource is then notified. It may
-	// return early (a lost connection): it is called again after a pause.
-	Watch func(ctx context.Context, changed func(sessionID string)) error
+	// NoFeed leaves subscriptions unnotified (a daemon without the change
+	// feed); by default the server follows GET /v1/watch with its token.
+	NoFeed bool
 	// ListSessions bounds how many in-scope active sessions resources/list
 	// shows (default 100); the template reads any other.
 	ListSessions int
@@ -161,7 +161,7 @@ func (r *resources) read(ctx context.Context, req *sdk.ReadResourceRequest) (*sd
 func (r *resources) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.watching || r.opts.Watch == nil {
+	if r.watching || r.opts.NoFeed {
 		return nil
 	}
 	r.watching = true
@@ -175,15 +175,32 @@ func (r *resources) subscribe(ctx context.Context, req *sdk.SubscribeRequest) er
 
 func (r *resources) unsubscribe(context.Context, *sdk.UnsubscribeRequest) error { return nil }
 
-// follow notifies subscribers of each change until stop ends.
+// follow notifies subscribers of each change until stop ends: the
+// session an event names, or, after a reset (the feed could not resume,
+// so anything may have changed), every session listed.
 func (r *resources) follow(stop context.Context) {
+	notify := func(id string) {
+		_ = r.server.ResourceUpdated(stop, &sdk.ResourceUpdatedNotificationParams{URI: SessionURI(id)})
+	}
 	for stop.Err() == nil {
-		_ = r.opts.Watch(stop, func(id string) {
-			_ = r.server.ResourceUpdated(stop, &sdk.ResourceUpdatedNotificationParams{URI: SessionURI(id)})
-		})
+		for ev, err := range r.c.Watch(stop, client.WatchOptions{}) {
+			if err != nil {
+				break // refused (revoked token, …): try again after a pause
+			}
+			if id := ev.SessionID(); id != "" {
+				notify(id)
+			} else if ev.Type == "reset" {
+				r.mu.Lock()
+				ids := slices.Collect(maps.Keys(r.listed))
+				r.mu.Unlock()
+				for _, id := range ids {
+					notify(id)
+				}
+			}
+		}
 		select {
 		case <-stop.Done():
-		case <-time.After(time.Second):
+		case <-time.After(5 * time.Second):
 		}
 	}
 }

@@ -31,11 +31,7 @@ func mcpCommand(clientFlags []cli.Flag) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return mcp.New(cl, mcp.Options{Version: version(), Watch: watchFor(cl)}).Run(ctx, &sdk.StdioTransport{})
+			return mcp.New(cl, mcp.Options{Version: version()}).Run(ctx, &sdk.StdioTransport{})
 		},
 	}
 }
-
-// watchFor follows the change feed for subscriptions; nil until the feed
-// has a client.
-func watchFor(*client.Client) func(ctx context.Context, changed func(string)) error { return nil }
