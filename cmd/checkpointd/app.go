@@ -96,6 +96,9 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			reconcileCommand(from, clientFlags, stdout),
 			drainCommand(from, clientFlags, stdout),
 			sessionsCommand(from, clientFlags, stdout),
+			leasesCommand(from, clientFlags, stdout),
+			eventsCommand(from, clientFlags, stdout),
+			errorsCommand(from, clientFlags, stdout),
 			{
 				Name:  "version",
 				Usage: "print the version",
