@@ -156,11 +156,19 @@ func printResume(row func(k, v string), s *checkpointd.Session, d *decoded) {
 	if r := d.resume; r != nil {
 		v := "resumable"
 		if !r.Resumable {
-			v = "not resumable: " + strings.Join(r.Reasons, ", ")
+			// The stable words on the line, what each means below it.
+			words := make([]string, 0, len(r.Explanations))
+			for _, e := range r.Explanations {
+				words = append(words, e.Reason)
+			}
+			if len(words) == 0 {
+				words = r.Reasons
+			}
+			v = "not resumable: " + strings.Join(words, ", ")
 		}
 		row("resume", v)
 		for _, e := range r.Explanations {
-			row("  "+e.Reason, e.Explanation)
+			row("", "- "+e.Reason+": "+e.Explanation)
 		}
 		if p := r.PendingMutation; p != nil {
 			row("pending", pendingMutation(p.Kind, p.Target, p.IdempotencyKey, p.Summary, p.Outcome))
