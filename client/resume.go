@@ -32,11 +32,11 @@ type Resume struct {
 	Explanations    []Explanation           `json:"explanations"`
 	Checkpoint      *checkpointd.Checkpoint `json:"checkpoint"`
 	Live            *checkpointd.LiveRef    `json:"live"`
-	PendingMutation *PendingMutation        `json:"pending_mutation"`
-	Worktree        *Worktree               `json:"worktree"`
+	PendingMutation *PendingMutation        `json:"pending_mutation,omitempty"`
+	Worktree        *Worktree               `json:"worktree,omitempty"`
 	// Run is the current run with its liveness (nil while parked).
 	Run    *checkpointd.Run `json:"run"`
-	Parked bool             `json:"parked"`
+	Parked bool             `json:"parked,omitempty"`
 }
 
 // Resume reads the resume verdict. runID, when it is the current run's,

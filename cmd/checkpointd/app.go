@@ -99,6 +99,7 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			leasesCommand(from, clientFlags, stdout),
 			eventsCommand(from, clientFlags, stdout),
 			errorsCommand(from, clientFlags, stdout),
+			mcpCommand(clientFlagsWith("agent token the tools act with (required; the bridge reads no token file)")),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -22,6 +22,7 @@ import (
 	"github.com/checkpointd/checkpointd/api"
 	"github.com/checkpointd/checkpointd/errlog"
 	"github.com/checkpointd/checkpointd/lease"
+	"github.com/checkpointd/checkpointd/mcp"
 	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/webhook"
@@ -45,6 +46,8 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "largest accepted webhook delivery body (413 above, refused as soon as it passes)"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Sources: from("CHECKPOINTD_SHUTDOWN_TIMEOUT"),
 			Usage: "how long in-flight requests and background workers may take to finish on shutdown"},
+		&cli.StringSliceFlag{Name: "mcp-allowed-origin", Sources: from("CHECKPOINTD_MCP_ALLOWED_ORIGIN"),
+			Usage: "browser origin (scheme://host[:port]) allowed to call /mcp, repeatable; requests with any other Origin are refused (a loopback page may call a loopback daemon)"},
 		&cli.StringFlag{Name: "metrics-listen", Sources: from("CHECKPOINTD_METRICS_LISTEN"),
 			Usage: "serve GET /metrics on this address instead of on --listen (empty: on --listen)"},
 		&cli.DurationFlag{Name: "run-liveness", Value: checkpointd.DefaultRunLiveness, Sources: from("CHECKPOINTD_RUN_LIVENESS"),
@@ -123,7 +126,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	s.SetErrorsKeep(c.Int("errors-keep"))
 	s.SetRunLiveness(c.Duration("run-liveness"))
 	errs := errlog.New(s, log, m)
-	version, err := s.Migrate(ctx)
+	schemaVersion, err := s.Migrate(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot migrate the store: %w", err)
 	}
@@ -211,7 +214,12 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	} else {
 		deps.MetricsHandler = m.Handler()
 	}
-	handler := api.New(deps)
+	apiHandler := api.New(deps)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: version(),
+		AllowedOrigins: c.StringSlice("mcp-allowed-origin")}))
+	mux.Handle("/", apiHandler)
+	handler := http.Handler(mux)
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
@@ -228,7 +236,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		metricsAddr = metricsLn.Addr().String()
 	}
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("store", string(s.Dialect())),
-		slog.Int64("schema_version", version), slog.String("metrics_addr", metricsAddr))
+		slog.Int64("schema_version", schemaVersion), slog.String("metrics_addr", metricsAddr))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/checkpointd/checkpointd/client"
+	"github.com/checkpointd/checkpointd/mcp"
+)
+
+// mcpCommand bridges a running daemon's tools to stdio, for MCP clients
+// that only spawn local servers (DESIGN §13). The bridge serves the same
+// tools and resources as the daemon's /mcp, each calling the daemon's API
+// over HTTP with --token.
+func mcpCommand(clientFlags []cli.Flag) *cli.Command {
+	return &cli.Command{
+		Name:  "mcp",
+		Usage: "serve the daemon's MCP tools on stdin/stdout, calling the daemon at --url with --token (for MCP clients that spawn local servers)",
+		Flags: clientFlags,
+		Action: func(ctx context.Context, c *cli.Command) error {
+			token := strings.TrimSpace(c.String("token"))
+			if token == "" {
+				return errors.New("mcp: an agent token is required: --token or CHECKPOINTD_TOKEN")
+			}
+			cl, err := client.New(client.Config{Address: c.String("url"), Token: token, UserAgent: "checkpointd-mcp-bridge/" + version()})
+			if err != nil {
+				return err
+			}
+			return mcp.New(cl, mcp.Options{Version: version()}).Run(ctx, &sdk.StdioTransport{})
+		},
+	}
+}

@@ -1,0 +1,70 @@
+package mcp
+
+import (
+	"encoding/json"
+	"errors"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/checkpointd/checkpointd/client"
+)
+
+// toolError is what a failed call tells the model: the daemon's problem
+// (its stable code, the detail, the problems by JSON pointer, and the
+// code-specific members such as a lease's holder) as a tool result with
+// isError, never a protocol error, so the model can read it and recover.
+type toolError struct {
+	Status   int                        `json:"status,omitempty"`
+	Code     string                     `json:"code"`
+	Detail   string                     `json:"detail,omitempty"`
+	Problems any                        `json:"problems,omitempty"`
+	Extra    map[string]json.RawMessage `json:"extra,omitempty"`
+	// Next says what to do about it, for the codes an agent meets.
+	Next string `json:"next,omitempty"`
+}
+
+// nextSteps are the instructions a model gets with a problem code.
+var nextSteps = map[string]string{
+	"run_superseded":        "Another run took this session over (or an operator parked it): stop working on it now; do not write, push or comment.",
+	"run_active":            "The session has a live run: call session_resume with takeover true only if that run is really gone.",
+	"lease_held":            "Another session holds this resource (see extra.holder): do not touch it; wait, or work on something else.",
+	"lease_lost":            "The lease expired or moved: acquire it again before touching the resource, then write a checkpoint.",
+	"invalid_checkpoint":    "Fix the fields named in problems (JSON pointers into the checkpoint) and write again with the same idempotency_key.",
+	"invalid_request":       "Fix the arguments named in problems and call again.",
+	"idempotency_conflict":  "This idempotency_key was used for a different document: use a new key for a new checkpoint.",
+	"idempotency_in_flight": "The same write is still being handled: call again in a moment with the same idempotency_key.",
+	"draining":              "The daemon is draining before a deploy: no new sessions or runs. Write a complete checkpoint of the current state and stop.",
+	"session_ended":         "The session has ended: start a new session for new work.",
+	"gone":                  "The session was force-cleared or pruned: start a new session.",
+	"not_found":             "Check the id: no such session or lease in your scope.",
+	"forbidden":             "The token's role or repository scope does not allow this.",
+	"unauthorized":          "The token is missing, unknown or revoked.",
+	"store_unavailable":     "The daemon cannot reach its database: retry with the same arguments (and idempotency_key) shortly.",
+}
+
+func errorResult(err error) *sdk.CallToolResult {
+	te := toolError{Code: "error", Detail: err.Error()}
+	var p *client.Error
+	var t *client.TransportError
+	switch {
+	case errors.As(err, &p):
+		te = toolError{Status: p.Status, Code: p.Code, Detail: p.Detail, Extra: p.Extra, Next: nextSteps[p.Code]}
+		if len(p.Problems) > 0 {
+			te.Problems = p.Problems
+		}
+		if te.Code == "" {
+			te.Code = "http_error"
+		}
+	case errors.As(err, &t):
+		te.Code, te.Next = "unreachable", "The daemon did not answer; the call may or may not have taken effect: read the state back (session_resume) before repeating anything that is not idempotent."
+	}
+	b, _ := json.Marshal(te)
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+}
+
+// invalidArguments is a tool error for arguments that do not decode.
+func invalidArguments(err error) *sdk.CallToolResult {
+	b, _ := json.Marshal(toolError{Code: "invalid_request", Detail: "the arguments do not match the tool's input schema: " + err.Error(),
+		Next: nextSteps["invalid_request"]})
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+}

@@ -1,0 +1,251 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/client"
+)
+
+// toolDef is one tool of DESIGN §13: its name, what a model reads about
+// it, its honest annotations, and its schemas (schemas.go).
+type toolDef struct {
+	name, title, description          string
+	readOnly, destructive, idempotent bool
+	input, output                     map[string]any
+}
+
+func (d toolDef) tool() *sdk.Tool {
+	destructive, closed := d.destructive, false
+	return &sdk.Tool{Name: d.name, Title: d.title, Description: d.description,
+		InputSchema: d.input, OutputSchema: d.output,
+		Annotations: &sdk.ToolAnnotations{Title: d.title, ReadOnlyHint: d.readOnly, DestructiveHint: &destructive,
+			IdempotentHint: d.idempotent, OpenWorldHint: &closed}}
+}
+
+// addTool registers a tool whose arguments decode strictly into In. The
+// daemon's API validates what they carry; a failure is a tool result with
+// isError and the problem code (errors.go).
+func addTool[In any](s *sdk.Server, d toolDef, h func(ctx context.Context, in In) (any, error)) {
+	s.AddTool(d.tool(), func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var in In
+		args := req.Params.Arguments
+		if len(bytes.TrimSpace(args)) == 0 {
+			args = []byte("{}")
+		}
+		dec := json.NewDecoder(bytes.NewReader(args))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			return invalidArguments(err), nil
+		}
+		out, err := h(ctx, in)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the answer of %s: %w", d.name, err)
+		}
+		return &sdk.CallToolResult{StructuredContent: json.RawMessage(b), Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}, nil
+	})
+}
+
+type sessionStartIn struct {
+	client.CreateSessionRequest
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+type sessionResumeIn struct {
+	SessionID string             `json:"session_id"`
+	RunID     string             `json:"run_id,omitempty"`
+	Takeover  bool               `json:"takeover,omitempty"`
+	Reason    string             `json:"reason,omitempty"`
+	Agent     *checkpointd.Agent `json:"agent,omitempty"`
+}
+
+type checkpointWriteIn struct {
+	SessionID      string          `json:"session_id"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Checkpoint     json.RawMessage `json:"checkpoint"`
+}
+
+type leaseRenewIn struct {
+	LeaseID    string `json:"lease_id"`
+	RunID      string `json:"run_id"`
+	TTLSeconds int64  `json:"ttl_seconds,omitempty"`
+}
+
+type leaseReleaseIn struct {
+	LeaseID string `json:"lease_id"`
+	RunID   string `json:"run_id"`
+}
+
+type heartbeatIn struct {
+	SessionID string `json:"session_id"`
+	RunID     string `json:"run_id"`
+}
+
+type sessionEndIn struct {
+	SessionID string `json:"session_id"`
+	client.EndRequest
+}
+
+type drainStatusIn struct {
+	Limit int `json:"limit,omitempty"`
+}
+
+// addTools registers the tools of DESIGN §13 over c.
+func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
+	id := func(desc string) map[string]any {
+		return map[string]any{"type": "string", "pattern": "^[a-z]{3}_[0-9a-f]{32}$", "description": desc}
+	}
+	b := newBundle()
+	addTool(s, toolDef{name: "session_start", title: "Start a session",
+		description: "Create a durable session for one piece of work on a Gitea/Forgejo repository (an issue, a pull request, a branch) and its first run. " +
+			"Call it once when you begin new work; keep the returned session.id, run.id and run.fencing_token: every later call needs them. " +
+			"Give an idempotency_key you keep (e.g. derived from the task) so a retry after a crash returns the same session instead of a second one. " +
+			"Refused with code draining while the daemon drains before a deploy.",
+		input: b.objectOf(b.requestSchema("POST", "/v1/sessions"),
+			map[string]any{"idempotency_key": map[string]any{"type": "string", "maxLength": 255,
+				"description": "makes a repeat of this call a replay of the first answer"}}),
+		output: asObject(newBundle(), "POST", "/v1/sessions", "201")},
+		func(ctx context.Context, in sessionStartIn) (any, error) {
+			out, err := c.Sessions().Create(ctx, &in.CreateSessionRequest, &client.WriteOptions{IdempotencyKey: in.IdempotencyKey})
+			if err == nil && onSession != nil {
+				onSession(out.Session.ID)
+			}
+			return out, err
+		})
+
+	b = newBundle()
+	addTool(s, toolDef{name: "session_resume", title: "Resume a session",
+		description: "Before acting on a session you did not just create (after a restart, a crash, or when told the state changed), read the verdict on its latest checkpoint. " +
+			"Continue from the checkpoint only when resumable is true. Otherwise act on each entry of explanations: stale means the branch moved (fetch and re-check before writing); " +
+			"lease_lost means re-acquire leases; unverified means the daemon has no evidence yet (treat the checkpoint as a hint, verify the branch yourself); invalidated means the PR or branch is gone (end the session). " +
+			"A pending_mutation comes back with outcome outcome_unknown: check whether that mutation happened (by its idempotency key, on the forge) before doing it again. " +
+			"With takeover true (and a reason) a new run supersedes the current one, whose later calls are refused: use it only when the previous run is really gone; the answer's run then carries your new run id and fencing token.",
+		input: b.objectOf(nil, map[string]any{
+			"session_id": id("the session"),
+			"run_id":     id("your run, if you are its current run: counts as a sign of life"),
+			"takeover":   map[string]any{"type": "boolean", "description": "start a new run that supersedes the current one"},
+			"reason":     map[string]any{"type": "string", "maxLength": 1024, "description": "why you take over (recorded)"},
+			"agent":      b.refTo("Agent")}, "session_id"),
+		output: asObject(newBundle(), "GET", "/v1/sessions/{id}/resume", "200")},
+		func(ctx context.Context, in sessionResumeIn) (any, error) {
+			runID := in.RunID
+			if in.Takeover {
+				var agent checkpointd.Agent
+				if in.Agent != nil {
+					agent = *in.Agent
+				}
+				run, err := c.Sessions().Takeover(ctx, in.SessionID, in.Reason, agent)
+				if err != nil {
+					return nil, err
+				}
+				runID = run.ID
+			}
+			return c.Sessions().Resume(ctx, in.SessionID, runID)
+		})
+
+	b = newBundle()
+	addTool(s, toolDef{name: "checkpoint_write", title: "Write a checkpoint", idempotent: true,
+		description: "Record the durable state of your work as an immutable checkpoint: on every stage transition, before any mutation of the forge (put it in pending_mutation with its idempotency key), after it, and at once when told a drain started. " +
+			"The checkpoint is the published checkpoint document (schema_version 1) with your run_id and fencing_token; fill stage, target, workspace (branch, head), leases, last_action, next_action, evidence, blocker and recovery so a new run can continue without you. " +
+			"Secrets are redacted before storage. The answer says whether the checkpoint is complete (missing lists what a resume would lack) and its validity. " +
+			"Retrying with the same idempotency_key never writes twice. Refused with run_superseded when another run took over: stop working then.",
+		input: b.objectOf(nil, map[string]any{
+			"session_id":      id("the session"),
+			"idempotency_key": map[string]any{"type": "string", "maxLength": 255, "description": "one key per checkpoint: a retry with it is a replay"},
+			"checkpoint":      b.refTo(checkpointDef)}, "session_id", "checkpoint"),
+		output: asObject(newBundle(), "POST", "/v1/sessions/{id}/checkpoints", "201")},
+		func(ctx context.Context, in checkpointWriteIn) (any, error) {
+			if len(in.Checkpoint) == 0 {
+				return nil, &client.Error{Status: 422, Code: "invalid_request", Detail: "checkpoint: required"}
+			}
+			return c.Checkpoints().WriteRaw(ctx, in.SessionID, in.Checkpoint, &client.WriteOptions{IdempotencyKey: in.IdempotencyKey})
+		})
+
+	b = newBundle()
+	addTool(s, toolDef{name: "lease_acquire", title: "Acquire a lease",
+		description: "Claim exclusive use of an issue, a pull request or a branch for a time (ttl_seconds, 10 s to 24 h) before you change it, so no other agent works on it at once. " +
+			"Refused with lease_held (extra.holder names who has it): then do not touch the resource. Renew before it expires; name the lease in your checkpoints.",
+		input:  b.objectOf(b.requestSchema("POST", "/v1/leases"), nil),
+		output: asObject(newBundle(), "POST", "/v1/leases", "201")},
+		func(ctx context.Context, in client.AcquireRequest) (any, error) {
+			l, err := c.Leases().Acquire(ctx, &in)
+			return map[string]any{"lease": l}, err
+		})
+
+	b = newBundle()
+	addTool(s, toolDef{name: "lease_renew", title: "Renew a lease",
+		description: "Extend a lease you hold, well before its expires_at (e.g. at half its term). Refused with lease_lost when it expired or moved: stop changing the resource and acquire it again.",
+		input: b.objectOf(b.requestSchema("POST", "/v1/leases/{id}/renew"),
+			map[string]any{"lease_id": id("the lease")}, "lease_id"),
+		output: asObject(newBundle(), "POST", "/v1/leases/{id}/renew", "200")},
+		func(ctx context.Context, in leaseRenewIn) (any, error) {
+			l, err := c.Leases().Renew(ctx, in.LeaseID, in.RunID, in.TTLSeconds)
+			return map[string]any{"lease": l}, err
+		})
+
+	addTool(s, toolDef{name: "lease_release", title: "Release a lease", destructive: true,
+		description: "Give up a lease you hold when you are done with the resource, so others may take it. It cannot be undone: acquire again (with a new fencing token) if you need it back.",
+		input: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"lease_id", "run_id"},
+			"properties": map[string]any{"lease_id": id("the lease"), "run_id": id("your run, the holder")}},
+		output: map[string]any{"type": "object", "required": []any{"released", "lease_id"},
+			"properties": map[string]any{"released": map[string]any{"const": true}, "lease_id": id("the released lease")}}},
+		func(ctx context.Context, in leaseReleaseIn) (any, error) {
+			if err := c.Leases().Release(ctx, in.LeaseID, in.RunID); err != nil {
+				return nil, err
+			}
+			return map[string]any{"released": true, "lease_id": in.LeaseID}, nil
+		})
+
+	b = newBundle()
+	addTool(s, toolDef{name: "heartbeat", title: "Heartbeat", idempotent: true,
+		description: "Tell the daemon your run is alive while you think or wait without writing (every few minutes). Any other call of your run counts too. " +
+			"Refused with run_superseded when another run took over or an operator parked the session: stop working then.",
+		input: b.objectOf(b.requestSchema("POST", "/v1/sessions/{id}/heartbeat"),
+			map[string]any{"session_id": id("the session")}, "session_id"),
+		output: asObject(newBundle(), "POST", "/v1/sessions/{id}/heartbeat", "200")},
+		func(ctx context.Context, in heartbeatIn) (any, error) {
+			run, err := c.Sessions().Heartbeat(ctx, in.SessionID, in.RunID)
+			if err != nil {
+				return nil, err
+			}
+			// The answer's run carries only these (DESIGN §6).
+			return map[string]any{"run": map[string]any{"id": run.ID, "last_seen_at": run.LastSeenAt, "live": run.Live}}, nil
+		})
+
+	b = newBundle()
+	addTool(s, toolDef{name: "session_end", title: "End a session", destructive: true,
+		description: "End the session when the work is done (outcome completed) or given up (abandoned), with a reason. It releases every lease of the session and cannot be undone. Write a final checkpoint first.",
+		input: b.objectOf(b.requestSchema("POST", "/v1/sessions/{id}/end"),
+			map[string]any{"session_id": id("the session")}, "session_id"),
+		output: asObject(newBundle(), "POST", "/v1/sessions/{id}/end", "200")},
+		func(ctx context.Context, in sessionEndIn) (any, error) {
+			sess, err := c.Sessions().End(ctx, in.SessionID, &in.EndRequest)
+			return map[string]any{"session": sess}, err
+		})
+
+	addTool(s, toolDef{name: "drain_status", title: "Drain status", readOnly: true, idempotent: true,
+		description: "Whether the daemon is draining before a deploy, and which sessions still block it and why. When draining is true: write a complete checkpoint of your current state now, and start no new work.",
+		input: map[string]any{"type": "object", "additionalProperties": false,
+			"properties": map[string]any{"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 500,
+				"description": "how many blocking sessions to list (default 50)"}}},
+		output: asObject(newBundle(), "GET", "/v1/drain", "200")},
+		func(ctx context.Context, in drainStatusIn) (any, error) {
+			return c.Drain().Status(ctx, client.ListOptions{Limit: in.Limit})
+		})
+}
+
+// asObject is an answer's schema, inlined when it names a component (a
+// tool's output schema must be an object schema, not a reference).
+func asObject(b *bundle, method, path, status string) map[string]any {
+	s := b.inline(b.responseSchema(method, path, status))
+	return b.schema(s)
+}
