@@ -25,3 +25,26 @@ func RunLive(lastSeen, now time.Time, window time.Duration) bool {
 // liveness window, so a run that calls every second costs one write per
 // window/10, and reads as live no later than window/10 too late.
 func SeenRefresh(window time.Duration) time.Duration { return window / 10 }
+
+// Liveness of an active session for the fleet gauges: its current run is
+// live or unresponsive, or it is parked (no current run).
+const (
+	LivenessLive         = "live"
+	LivenessUnresponsive = "unresponsive"
+	LivenessParked       = "parked"
+)
+
+// FleetCounts are the fleet gauges (DESIGN §11), read from the database in
+// one statement so every replica reports the same numbers.
+type FleetCounts struct {
+	// Active counts active sessions by validity; every validity is present.
+	Active map[Validity]int64
+	// ByLiveness counts active sessions by LivenessLive, LivenessUnresponsive
+	// and LivenessParked; every one is present.
+	ByLiveness map[string]int64
+	// LeasesHeld counts leases held and not past expires_at.
+	LeasesHeld int64
+}
+
+// Validities lists every validity value, in a fixed order.
+var Validities = []Validity{ValidityValid, ValidityStale, ValidityLeaseLost, ValidityInvalidated, ValidityUnverified}

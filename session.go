@@ -81,6 +81,21 @@ type Session struct {
 	ValidityReason string             `json:"validity_reason,omitempty"`
 	ValidityAt     time.Time          `json:"validity_at"`
 	Latest         *CheckpointSummary `json:"latest_checkpoint,omitempty"`
+	// Leases are the leases the session holds now: held and not past
+	// expires_at, judged when read (DESIGN §15). Always an array.
+	Leases []HeldLease `json:"leases"`
+	// ActivityAt is the recorded sighting of the session's runs that
+	// sort=activity orders by (it lags the truth by at most
+	// SeenRefresh): the list cursor carries it. Not part of the answer.
+	ActivityAt time.Time `json:"-"`
+}
+
+// HeldLease is a lease as a session summary lists it.
+type HeldLease struct {
+	ID           string    `json:"id"`
+	Resource     Resource  `json:"resource"`
+	FencingToken int64     `json:"fencing_token"`
+	ExpiresAt    time.Time `json:"expires_at"`
 }
 
 // Run is one agent execution attached to a session. Its fencing token
@@ -135,6 +150,11 @@ type CheckpointSummary struct {
 	Complete  bool      `json:"complete"`
 	Missing   []string  `json:"missing"`
 	Digest    string    `json:"digest"`
+	// WaitingOn (blocker.waiting_on) and NextActor (next_action.actor) are
+	// shown for a session's latest checkpoint only: the session row keeps
+	// them in the clear; the history's are sealed with the document.
+	WaitingOn string `json:"waiting_on,omitempty"`
+	NextActor string `json:"next_actor,omitempty"`
 }
 
 // Event kinds recorded in a session's append-only log.

@@ -107,6 +107,10 @@ func page(r *http.Request) (int, cursor, error) {
 type cursor struct {
 	ID  string `json:"i,omitempty"`
 	Seq int64  `json:"s,omitempty"`
+	// At and Sort carry a session list's activity sort key (list
+	// sessions): a cursor of one order is refused by the other.
+	At   int64  `json:"t,omitempty"`
+	Sort string `json:"o,omitempty"`
 }
 
 func encodeCursor(c cursor) string {

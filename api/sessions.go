@@ -180,30 +180,6 @@ func (a *api) getSession(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, sessionResponse{Session: sess})
 }
 
-func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
-	limit, c, err := page(r)
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	f := store.SessionFilter{State: checkpointd.SessionState(q.Get("state")), Repo: q.Get("repo"),
-		Validity: checkpointd.Validity(q.Get("validity")), Before: c.ID, Limit: limit, Scope: principal(r).ScopeFilter()}
-	if f.State != "" && f.State != checkpointd.SessionActive && f.State != checkpointd.SessionEnded {
-		return checkpointd.Invalid("state", "must be active or ended")
-	}
-	if f.Validity != "" && !f.Validity.Valid() {
-		return checkpointd.Invalid("validity", "must be valid, stale, lease_lost, invalidated or unverified")
-	}
-	if f.Repo != "" && !checkpointd.ValidRepo(f.Repo) {
-		return checkpointd.Invalid("repo", "must be owner/name")
-	}
-	items, err := a.Store.ListSessions(r.Context(), f)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, newList(items, limit, func(s checkpointd.Session) cursor { return cursor{ID: s.ID} }))
-}
-
 type startRunRequest struct {
 	Takeover bool              `json:"takeover"`
 	Reason   string            `json:"reason"`

@@ -27,6 +27,7 @@ const Namespace = "checkpointd"
 type Metrics struct {
 	reg      *prometheus.Registry
 	onScrape func(ctx context.Context)
+	fleet    *fleetCollector // WatchFleet; nil without
 
 	checkpointWrites   *prometheus.CounterVec
 	checkpointWriteDur prometheus.Histogram
@@ -142,6 +143,11 @@ func (m *Metrics) Handler() http.Handler {
 			ctx, cancel := context.WithTimeout(context.Background(), scrapeHookTimeout)
 			m.onScrape(ctx)
 			cancel()
+		}
+		if m.fleet != nil {
+			// Read (or not, when cached) before gathering, which collects
+			// in parallel: a failed read's count shows in this scrape.
+			m.fleet.counts()
 		}
 		return m.reg.Gather()
 	})

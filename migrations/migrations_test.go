@@ -166,6 +166,16 @@ func checkSeed(t *testing.T, url string) {
 		sess.Latest == nil || sess.Latest.Seq != 2 {
 		t.Fatalf("seeded session changed: %+v", sess)
 	}
+	// 00017: the stage column is backfilled from the latest checkpoint (a
+	// stage filter finds the session); waiting_on and next_actor are sealed
+	// in the document and stay empty until the next checkpoint.
+	if staged, err := s.ListSessions(ctx, store.SessionFilter{Stage: "implementing", Limit: 10}); err != nil ||
+		len(staged) != 1 || staged[0].ID != "ses_seed1" || staged[0].Latest.WaitingOn != "" || staged[0].Latest.NextActor != "" {
+		t.Fatalf("stage=implementing after migrating: %+v %v", staged, err)
+	}
+	if planned, err := s.ListSessions(ctx, store.SessionFilter{Stage: "planned", Limit: 10}); err != nil || len(planned) != 0 {
+		t.Fatalf("stage=planned (an older checkpoint's) after migrating: %+v %v", planned, err)
+	}
 	cp, err := s.GetCheckpoint(ctx, "ses_seed1", 1)
 	if err != nil || cp.Stage != "planned" || cp.Digest != "hmac-sha256:v1:aa" {
 		t.Fatalf("seeded checkpoint 1: %+v %v", cp, err)

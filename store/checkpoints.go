@@ -35,7 +35,14 @@ type CheckpointWrite struct {
 // session's binding (PR, branch, head) to what the checkpoint says, but only
 // for the session's current run at its fencing token: the row lock this
 // takes serialises concurrent writers of one session. A successful write
-// clears a recorded write failure (drain gate).
+// clears a recorded write failure (drain gate). The same statement keeps
+// the fleet columns (stage, waiting_on, next_actor: what lists filter by;
+// the last two are sealed in the document, so the row keeps a clear copy)
+// and records the run's sighting, but moves run_seen_at only when it lags
+// by more than checkpointd.SeenRefresh: the liveness index on it then
+// changes at most once per refresh per session, and an ordinary write
+// changes no indexed column (a HOT update on PostgreSQL). No extra
+// statement on the write path.
 const advanceSession = `
 UPDATE sessions SET
     checkpoint_seq = checkpoint_seq + 1,
@@ -46,6 +53,10 @@ UPDATE sessions SET
     branch = COALESCE(?, branch),
     worktree = COALESCE(?, worktree),
     head = ?,
+    stage = ?,
+    waiting_on = ?,
+    next_actor = ?,
+    run_seen_at = CASE WHEN run_seen_at < ? THEN ? ELSE run_seen_at END,
     write_failed_at = NULL,
     write_failed_code = ''
 WHERE id = ? AND state = 'active' AND current_run_id = ? AND current_run_id <> '' AND run_seq = ?
@@ -100,6 +111,8 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		ws = *doc.Workspace
 	}
 	head := strings.ToLower(ws.Head)
+	waitingOn, nextActor := fleetNames(doc)
+	seenBefore := micros(now.Add(-checkpointd.SeenRefresh(s.liveness())))
 	cp := &checkpointd.Checkpoint{Document: *doc, SessionID: w.SessionID, CreatedAt: now, Digest: w.Digest, Redactions: w.Redactions}
 	hot, err := s.checkpointStatements(ctx)
 	if err != nil {
@@ -118,7 +131,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			pr              sql.NullInt64
 		}
 		err := tx.StmtxContext(ctx, hot.advance).QueryRowxContext(ctx, micros(now), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
-			nullIfZero(ws.Worktree), head, w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK,
+			nullIfZero(ws.Worktree), head, doc.Stage, waitingOn, nextActor, seenBefore, micros(now), w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK,
 			&boundBranch, &boundPR, &was.complete, &was.missing, &was.ready, &was.branch, &was.pr)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.refusedRun(ctx, tx, w.SessionID, doc.RunID, doc.FencingToken, w.InScope)
@@ -231,6 +244,19 @@ func (s *Store) checkpointStatements(ctx context.Context) (*checkpointStatements
 		*p.dst = st
 	}
 	return &h, nil
+}
+
+// fleetNames are the latest checkpoint's blocker.waiting_on and
+// next_action.actor, kept in the clear on the session row. Validation
+// capped them (schema: names of at most 64 bytes) and redaction ran.
+func fleetNames(doc *checkpointd.Document) (waitingOn, nextActor string) {
+	if doc.Blocker != nil {
+		waitingOn = doc.Blocker.WaitingOn
+	}
+	if doc.NextAction != nil {
+		nextActor = doc.NextAction.Actor
+	}
+	return waitingOn, nextActor
 }
 
 // nullIfZero turns "not said" into NULL so COALESCE keeps the old value.

@@ -63,7 +63,7 @@ func (s *Store) expireLeases(ctx context.Context, limit int) (ended, found int, 
 // it did. One renewed, ended or cleared with its session meanwhile is left
 // alone.
 func (s *Store) expireLease(ctx context.Context, tx *sqlx.Tx, id string, now time.Time) (bool, error) {
-	if err := lockLeaseSession(ctx, tx, id, "", now); err != nil {
+	if err := lockLeaseSession(ctx, tx, id, "", now, 0); err != nil {
 		return false, err
 	}
 	l, err := s.getLease(ctx, tx, id)

@@ -34,9 +34,12 @@ type NewLease struct {
 
 // lockRun locks an active session for its current run (an update takes the
 // row lock on both engines) and records that the run was heard from, in
-// the same statement. It answers why not when the run may not act.
+// the same statement (moving run_seen_at only when it lags by more than
+// checkpointd.SeenRefresh, as a checkpoint write does, so its index rarely
+// changes; the UPDATE locks the row either way). It answers why not when
+// the run may not act.
 const lockRun = `
-UPDATE sessions SET run_seen_at = ?
+UPDATE sessions SET run_seen_at = CASE WHEN run_seen_at < ? THEN ? ELSE run_seen_at END
 WHERE id = ? AND state = 'active' AND current_run_id = ? AND current_run_id <> ''
 RETURNING repo`
 
@@ -79,7 +82,7 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 		AcquiredAt: now, ExpiresAt: now.Add(in.TTL).Truncate(time.Microsecond), TTLSeconds: int64(in.TTL / time.Second)}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var repo string
-		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), micros(now), in.SessionID, in.RunID).Scan(&repo)
+		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), micros(now.Add(-checkpointd.SeenRefresh(s.liveness()))), micros(now), in.SessionID, in.RunID).Scan(&repo)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.refusedRun(ctx, tx, in.SessionID, in.RunID, 0, in.InScope)
 		}
@@ -129,12 +132,13 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 // releases and expiries too) takes the session row before any lease row,
 // so two of them wait for each other instead of deadlocking. When runID
 // is the session's current run, the same statement records that it was
-// heard from at now (renewals and releases cost no extra write); the
-// transaction rolls the sighting back with a refused call.
-func lockLeaseSession(ctx context.Context, tx *sqlx.Tx, leaseID, runID string, now time.Time) error {
+// heard from at now (renewals and releases cost no extra write), when the
+// recorded sighting lags by more than refresh (checkpointd.SeenRefresh);
+// the transaction rolls the sighting back with a refused call.
+func lockLeaseSession(ctx context.Context, tx *sqlx.Tx, leaseID, runID string, now time.Time, refresh time.Duration) error {
 	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions
-SET run_seen_at = CASE WHEN current_run_id = ? AND current_run_id <> '' THEN ? ELSE run_seen_at END
-WHERE id = (SELECT session_id FROM leases WHERE id = ?)`), runID, micros(now), leaseID)
+SET run_seen_at = CASE WHEN current_run_id = ? AND current_run_id <> '' AND run_seen_at < ? THEN ? ELSE run_seen_at END
+WHERE id = (SELECT session_id FROM leases WHERE id = ?)`), runID, micros(now.Add(-refresh)), micros(now), leaseID)
 	return err
 }
 
@@ -147,7 +151,7 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 	expires := now.Add(ttl).Truncate(time.Microsecond)
 	var out *checkpointd.Lease
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := lockLeaseSession(ctx, tx, id, runID, now); err != nil {
+		if err := lockLeaseSession(ctx, tx, id, runID, now, checkpointd.SeenRefresh(s.liveness())); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET expires_at = ?, term = ? WHERE id = ? AND run_id = ? AND state = 'held' AND expires_at > ?`),
@@ -181,7 +185,7 @@ func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) 
 	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := lockLeaseSession(ctx, tx, id, runID, now); err != nil {
+		if err := lockLeaseSession(ctx, tx, id, runID, now, checkpointd.SeenRefresh(s.liveness())); err != nil {
 			return err
 		}
 		l, err := s.getLease(ctx, tx, id)

@@ -124,6 +124,8 @@ type sessionRow struct {
 	CkComplete     sql.NullBool   `db:"ck_complete"`
 	CkMissing      sql.NullString `db:"ck_missing"`
 	CkDigest       sql.NullString `db:"ck_digest"`
+	WaitingOn      string         `db:"waiting_on"`
+	NextActor      string         `db:"next_actor"`
 }
 
 const selectSession = `
@@ -134,7 +136,7 @@ SELECT s.id, s.repo, s.role, s.issue, s.pr, s.branch, s.worktree, s.capabilities
     s.run_seen_at, s.checkpoint_at,
     c.seq AS ck_seq, c.run_id AS ck_run_id, c.stage AS ck_stage, c.branch AS ck_branch,
     c.head AS ck_head, c.created_at AS ck_created_at, c.complete AS ck_complete,
-    c.missing AS ck_missing, c.digest AS ck_digest
+    c.missing AS ck_missing, c.digest AS ck_digest, s.waiting_on, s.next_actor
 FROM sessions s
 LEFT JOIN runs r ON r.id = s.current_run_id
 LEFT JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq`
@@ -147,7 +149,7 @@ func (r *sessionRow) session(now time.Time, window time.Duration) *checkpointd.S
 		Worktree: r.Worktree, State: checkpointd.SessionState(r.State), Outcome: checkpointd.Outcome(r.Outcome),
 		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt), EndedAt: fromNullMicros(r.EndedAt),
 		Validity: checkpointd.Validity(r.Validity), ValidityReason: checkpointd.ExplainValidity(checkpointd.Validity(r.Validity), r.ValidityReason), ValidityAt: fromMicros(r.ValidityAt),
-		Capabilities: []string{},
+		Capabilities: []string{}, Leases: []checkpointd.HeldLease{}, ActivityAt: fromMicros(r.RunSeenAt),
 	}
 	_ = json.Unmarshal([]byte(r.Capabilities), &out.Capabilities)
 	if out.State == checkpointd.SessionActive && r.RunID == "" {
@@ -165,6 +167,7 @@ func (r *sessionRow) session(now time.Time, window time.Duration) *checkpointd.S
 			Seq: r.CkSeq.Int64, RunID: r.CkRunID.String, Stage: r.CkStage.String, Branch: r.CkBranch.String,
 			Head: r.CkHead.String, CreatedAt: fromMicros(r.CkCreatedAt.Int64), Complete: r.CkComplete.Bool,
 			Missing: decodeMissing(r.CkMissing.String), Digest: r.CkDigest.String,
+			WaitingOn: r.WaitingOn, NextActor: r.NextActor,
 		}
 	}
 	return out
@@ -192,61 +195,12 @@ func (s *Store) getSession(ctx context.Context, id string) (*checkpointd.Session
 	if err != nil {
 		return nil, s.classify(err)
 	}
-	return row.session(s.now(), s.liveness()), nil
-}
-
-// SessionFilter selects sessions to list. Zero values do not filter.
-type SessionFilter struct {
-	State    checkpointd.SessionState
-	Repo     string
-	Validity checkpointd.Validity
-	// Scope limits the list to repos a token may see (nil: all).
-	Scope []string
-	// Before is the id of the last session of the previous page: lists run
-	// newest first, and ids sort by creation time.
-	Before string
-	Limit  int
-}
-
-// ListSessions lists sessions newest first. Errors: ErrStoreUnavailable.
-func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpointd.Session, error) {
-	if err := s.settled(ctx); err != nil {
+	now := s.now()
+	sess := row.session(now, s.liveness())
+	if err := s.fillLeases(ctx, now, []*checkpointd.Session{sess}); err != nil {
 		return nil, err
 	}
-	var where []string
-	var args []any
-	if f.State != "" {
-		where, args = append(where, "s.state = ?"), append(args, string(f.State))
-	}
-	if f.Repo != "" {
-		where, args = append(where, "s.repo_key = ?"), append(args, strings.ToLower(f.Repo))
-	}
-	if f.Validity != "" {
-		where, args = append(where, "s.validity = ?"), append(args, string(f.Validity))
-	}
-	if f.Scope != nil {
-		cond, cargs := scopeCondition(f.Scope, "s.repo_key")
-		where, args = append(where, cond), append(args, cargs...)
-	}
-	if f.Before != "" {
-		where, args = append(where, "s.id < ?"), append(args, f.Before)
-	}
-	q := selectSession
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY s.id DESC LIMIT ?"
-	args = append(args, f.Limit)
-	var rows []sessionRow
-	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(q), args...); err != nil {
-		return nil, s.classify(err)
-	}
-	out := make([]checkpointd.Session, len(rows))
-	now := s.now()
-	for i := range rows {
-		out[i] = *rows[i].session(now, s.liveness())
-	}
-	return out, nil
+	return sess, nil
 }
 
 // scopeCondition turns a token's repo scope (owner/name or owner/*) into a

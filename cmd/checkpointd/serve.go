@@ -200,6 +200,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 			m.SetDrain(st.Drain, st.Counts)
 		}
 	})
+	// The fleet gauges are read from the database, cached for 10 s, so
+	// every replica reports the same numbers and a scrape never scans.
+	m.WatchFleet(s.FleetCounts, 0, nil)
 	var metricsSrv *http.Server
 	var metricsLn net.Listener
 	if addr := cfg.metricsListen; addr != "" {

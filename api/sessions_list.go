@@ -1,0 +1,87 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// listSessions serves GET /v1/sessions: the fleet in one read (DESIGN §6).
+// Every filter is checked before the store is asked; a bad value is a 422
+// naming the parameter. The token's scope always applies on top: an
+// owner/* filter reaching outside it lists only what the scope allows.
+func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
+	limit, c, err := page(r)
+	if err != nil {
+		return err
+	}
+	f, err := a.sessionFilter(r, c)
+	if err != nil {
+		return err
+	}
+	f.Limit = limit
+	items, err := a.Store.ListSessions(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, newList(items, limit, func(s checkpointd.Session) cursor {
+		if f.Sort == store.SortActivity {
+			return cursor{ID: s.ID, At: s.ActivityAt.UnixMicro(), Sort: store.SortActivity}
+		}
+		return cursor{ID: s.ID}
+	}))
+}
+
+func (a *api) sessionFilter(r *http.Request, c cursor) (store.SessionFilter, error) {
+	q := r.URL.Query()
+	f := store.SessionFilter{State: checkpointd.SessionState(q.Get("state")), Repo: q.Get("repo"),
+		Validity: checkpointd.Validity(q.Get("validity")), Stage: q.Get("stage"), WaitingOn: q.Get("waiting_on"),
+		Sort: q.Get("sort"), Before: c.ID, Scope: principal(r).ScopeFilter()}
+	if f.State != "" && f.State != checkpointd.SessionActive && f.State != checkpointd.SessionEnded {
+		return f, checkpointd.Invalid("state", "must be active or ended")
+	}
+	if f.Validity != "" && !f.Validity.Valid() {
+		return f, checkpointd.Invalid("validity", "must be valid, stale, lease_lost, invalidated or unverified")
+	}
+	if f.Repo != "" && !checkpointd.ValidScope(f.Repo) {
+		return f, checkpointd.Invalid("repo", "must be owner/name or owner/*")
+	}
+	if f.Stage != "" && !a.Workflow.HasStage(f.Stage) {
+		// Quote the value only when it is name-shaped: problem details must
+		// never echo a secret (as the checkpoint validation says it).
+		stage := "stage"
+		if rolePattern.MatchString(f.Stage) {
+			stage = fmt.Sprintf("stage %q", f.Stage)
+		}
+		return f, checkpointd.Invalid("stage", fmt.Sprintf("%s is not configured; configured stages: %s", stage, strings.Join(a.Workflow.Stages, ", ")))
+	}
+	// waiting_on is a name in the checkpoint schema (at most 64 bytes):
+	// anything else could match no session.
+	if f.WaitingOn != "" && !rolePattern.MatchString(f.WaitingOn) {
+		return f, checkpointd.Invalid("waiting_on", "must be a name: a lowercase letter, then up to 63 of a-z, 0-9, _, ., -")
+	}
+	switch live := q.Get("live"); live {
+	case "":
+	case "true", "false":
+		v := live == "true"
+		f.Live = &v
+	default:
+		return f, checkpointd.Invalid("live", "must be true or false")
+	}
+	switch f.Sort {
+	case "", store.SortCreated:
+		f.Sort = store.SortCreated
+	case store.SortActivity:
+		f.BeforeActivity = time.UnixMicro(c.At)
+	default:
+		return f, checkpointd.Invalid("sort", "must be created or activity")
+	}
+	if c.ID != "" && (c.Sort == store.SortActivity) != (f.Sort == store.SortActivity) {
+		return f, checkpointd.Invalid("cursor", "issued for another sort order")
+	}
+	return f, nil
+}
