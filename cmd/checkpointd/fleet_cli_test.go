@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
@@ -130,6 +133,52 @@ func TestSessionsFleetView(t *testing.T) {
 			!strings.Contains(row(wide, f.l.id), "claude-code/m") ||
 			!strings.Contains(row(wide, f.stale.id), "unresponsive (") {
 			t.Errorf("sessions ls --wide: %v\n%s", err, wide)
+		}
+
+		if !strings.Contains(row(out, f.stale.id), "operator") {
+			t.Errorf("sessions ls: the blocked session does not say it waits on the operator:\n%s", out)
+		}
+		wideRow := strings.Fields(row(wide, f.stale.id))
+		if n := len(wideRow); n < 2 || wideRow[n-2] != "operator" || wideRow[n-1] != "1" {
+			t.Errorf("sessions ls --wide: the blocked session's NEXT and LEASES are not operator and 1: %q", wideRow)
+		}
+		// The fleet filters reach the daemon: each leaves the sessions it names.
+		for _, tc := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"--repo", "acme/*", "--state", "active"}, []string{f.stale.id, f.parked.id, f.l.id}},
+			{[]string{"--stage", "blocked"}, []string{f.stale.id}},
+			{[]string{"--waiting-on", "operator"}, []string{f.stale.id}},
+			{[]string{"--live", "false"}, []string{f.stale.id}},
+			{[]string{"--live", "true"}, []string{f.l.id}},
+			{[]string{"--repo", "other/*"}, nil},
+		} {
+			out, err := f.cli(t, append([]string{"sessions", "ls", "--json"}, tc.args...)...)
+			var page struct{ Items []checkpointd.Session }
+			if err != nil || json.Unmarshal([]byte(out), &page) != nil {
+				t.Errorf("sessions ls %v: %v\n%s", tc.args, err, out)
+				continue
+			}
+			var got []string
+			for _, s := range page.Items {
+				got = append(got, s.ID)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b }), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("sessions ls %v (-want +got):\n%s", tc.args, diff)
+			}
+		}
+		// The person's table asks the same (through the client's typed List).
+		out, err = f.cli(t, "sessions", "ls", "--repo", "acme/*", "--waiting-on", "operator", "--live", "false", "--stage", "blocked")
+		if err != nil || row(out, f.stale.id) == "" || row(out, f.l.id) != "" || row(out, f.parked.id) != "" {
+			t.Errorf("sessions ls with the fleet filters: %v\n%s", err, out)
+		}
+		out, err = f.cli(t, "sessions", "ls", "--sort", "created")
+		if lines := strings.Split(out, "\n"); err != nil || len(lines) < 2 || !strings.HasPrefix(lines[1], f.l.id) {
+			t.Errorf("sessions ls --sort created: the newest session is not first: %v\n%s", err, out)
+		}
+		if _, err := f.cli(t, "sessions", "ls", "--sort", "oldest"); err == nil || !strings.Contains(err.Error(), "422 invalid_request") {
+			t.Errorf("sessions ls --sort oldest: %v", err)
 		}
 
 		out, err = f.cli(t, "sessions", "ls", "--state", "active", "--validity", "stale", "--json")
