@@ -24,30 +24,31 @@ import (
 const lsWidth = 120
 
 // lsColumn is one column of the table: its header, its value for a
-// session, whether it may be cut (the id never is) and whether only --wide
-// shows it.
+// session, the width it may be cut down to (0: never cut, as the id) and
+// whether only --wide shows it. The repo and target keep more than the
+// agent and stage: they say what the work is.
 type lsColumn struct {
 	header string
 	value  func(s *checkpointd.Session, now time.Time, wide bool) string
-	cut    bool
+	cut    int
 	wide   bool
 }
 
 var lsColumns = []lsColumn{
-	{"SESSION", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.ID }, false, false},
-	{"REPO", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.Repo }, true, false},
-	{"TARGET", func(s *checkpointd.Session, _ time.Time, _ bool) string { return target(s) }, true, false},
-	{"ROLE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.Role }, true, true},
-	{"AGENT", func(s *checkpointd.Session, _ time.Time, _ bool) string { return agentName(s) }, true, false},
-	{"INSTANCE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return agentOf(s).Instance }, true, true},
-	{"LIVE", liveness, false, false},
-	{"STAGE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return latestStage(s) }, true, false},
-	{"AGE", checkpointAge, false, false},
-	{"COMPLETE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return completeness(s) }, false, true},
-	{"VALIDITY", func(s *checkpointd.Session, _ time.Time, _ bool) string { return string(s.Validity) }, false, false},
-	{"WAITING", func(s *checkpointd.Session, _ time.Time, _ bool) string { return waitingOn(s) }, true, false},
-	{"NEXT", func(s *checkpointd.Session, _ time.Time, _ bool) string { return nextActor(s) }, true, true},
-	{"LEASES", func(s *checkpointd.Session, _ time.Time, _ bool) string { return leaseCount(s) }, false, true},
+	{"SESSION", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.ID }, 0, false},
+	{"REPO", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.Repo }, 13, false},
+	{"TARGET", func(s *checkpointd.Session, _ time.Time, _ bool) string { return target(s) }, 9, false},
+	{"ROLE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.Role }, 6, true},
+	{"AGENT", func(s *checkpointd.Session, _ time.Time, _ bool) string { return agentName(s) }, 8, false},
+	{"INSTANCE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return agentOf(s).Instance }, 8, true},
+	{"LIVE", liveness, 0, false},
+	{"STAGE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return latestStage(s) }, 8, false},
+	{"AGE", checkpointAge, 0, false},
+	{"COMPLETE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return completeness(s) }, 0, true},
+	{"VALIDITY", func(s *checkpointd.Session, _ time.Time, _ bool) string { return string(s.Validity) }, 0, false},
+	{"WAITING", func(s *checkpointd.Session, _ time.Time, _ bool) string { return waitingOn(s) }, 8, false},
+	{"NEXT", func(s *checkpointd.Session, _ time.Time, _ bool) string { return nextActor(s) }, 6, true},
+	{"LEASES", func(s *checkpointd.Session, _ time.Time, _ bool) string { return leaseCount(s) }, 0, true},
 }
 
 // lsPadding is the space between columns.
@@ -91,7 +92,7 @@ func printSessions(w io.Writer, items []checkpointd.Session, now time.Time, wide
 
 // fitColumns cuts the values of the columns that may be cut so that a
 // line fits in width: the widest such column loses a character at a time,
-// down to its header's width, until the line fits or nothing can be cut.
+// down to its cut width, until the line fits or nothing can be cut.
 func fitColumns(cols []lsColumn, rows [][]string, width int) {
 	widths := make([]int, len(cols))
 	for _, row := range rows {
@@ -106,7 +107,7 @@ func fitColumns(cols []lsColumn, rows [][]string, width int) {
 	for total > width {
 		widest := -1
 		for j, col := range cols {
-			if col.cut && widths[j] > max(len(col.header), 4) && (widest < 0 || widths[j] > widths[widest]) {
+			if col.cut > 0 && widths[j] > max(col.cut, len(col.header)) && (widest < 0 || widths[j] > widths[widest]) {
 				widest = j
 			}
 		}
