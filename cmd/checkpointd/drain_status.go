@@ -23,38 +23,39 @@ func waitDrained(ctx context.Context, cl *client.Client, w io.Writer, limit int,
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	// --timeout bounds the waiting, not a poll: a poll in flight at the
+	// deadline finishes (within --request-timeout), so even a short wait
+	// reports where the drain stands.
 	start := time.Now()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	var last checkpointd.DrainCounts
-	var st *drainStatus
+	var seen *drainStatus // the last status read
 	for first := true; ; first = false {
-		var err error
-		st, err = cl.Drain().Status(ctx, client.ListOptions{Limit: limit})
-		if err != nil && ctx.Err() == nil {
+		st, err := cl.Drain().Status(ctx, client.ListOptions{Limit: limit})
+		if err != nil {
 			return apiError("drain status", err)
 		}
-		if err == nil {
-			if st.Drain == nil || !st.Draining || st.Counts == nil {
-				return errNoDrain
-			}
-			c := *st.Counts
-			if first || c != last {
-				fmt.Fprintf(w, "%s  %s  ready %d/%d  blocking %d%s\n", time.Now().Format("15:04:05"), progressBar(c, 24),
-					c.Ready, c.Active, c.Blocking, reasonSummary(st.Blocking))
-				last = c
-			}
-			if c.Blocking == 0 {
-				fmt.Fprintf(w, "drain %s is ready after %s: complete it with: checkpointd drain complete\n", st.Drain.ID,
-					time.Since(start).Round(time.Second))
-				return nil
-			}
+		if st.Drain == nil || !st.Draining || st.Counts == nil {
+			return errNoDrain
+		}
+		seen = st
+		c := *st.Counts
+		if first || c != last {
+			fmt.Fprintf(w, "%s  %s  ready %d/%d  blocking %d%s\n", time.Now().Format("15:04:05"), progressBar(c, 24),
+				c.Ready, c.Active, c.Blocking, reasonSummary(st.Blocking))
+			last = c
+		}
+		if c.Blocking == 0 {
+			fmt.Fprintf(w, "drain %s is ready after %s: complete it with: checkpointd drain complete\n", st.Drain.ID,
+				time.Since(start).Round(time.Second))
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			if st != nil {
-				printBlocking(w, st.Blocking, last.Blocking)
-			}
+			return fmt.Errorf("drain status --wait: %w", context.Cause(ctx))
+		case <-deadline.C:
+			printBlocking(w, seen.Blocking, last.Blocking)
 			return fmt.Errorf("drain not ready after %s: %d of %d active sessions still block it", timeout, last.Blocking, last.Active)
 		case <-time.After(interval):
 		}
