@@ -96,6 +96,9 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			reconcileCommand(from, clientFlags, stdout),
 			drainCommand(from, clientFlags, stdout),
 			sessionsCommand(from, clientFlags, stdout),
+			leasesCommand(from, clientFlags, stdout),
+			eventsCommand(from, clientFlags, stdout),
+			errorsCommand(from, clientFlags, stdout),
 			mcpCommand(clientFlagsWith("agent token the tools act with (required; the bridge reads no token file)")),
 			{
 				Name:  "version",

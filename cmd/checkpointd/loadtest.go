@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/client"
 )
 
 // Bounds of a load test: it is an operator tool run against a live daemon,
@@ -155,7 +157,7 @@ type loadSession struct {
 // The result is returned even with an error when writes happened, so the
 // operator still sees what was measured.
 func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
-	client := &http.Client{
+	httpClient := &http.Client{
 		Timeout: loadRequestTimeout,
 		// One idle connection per client: every writer keeps its keep-alive
 		// connection, so the test measures writes, not TCP handshakes.
@@ -165,15 +167,22 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 			IdleConnTimeout:     90 * time.Second,
 		},
 	}
-	defer client.CloseIdleConnections()
-	lc := &loadClient{http: client, cfg: cfg}
+	defer httpClient.CloseIdleConnections()
+	// Every request is tried once: a load test counts a failed write, it
+	// does not hide it behind a retry.
+	cl, err := client.New(client.Config{Address: cfg.URL, Token: cfg.Token, HTTPClient: httpClient, MaxAttempts: 1,
+		UserAgent: "checkpointd-loadtest/" + version()})
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	lc := &loadClient{c: cl, cfg: cfg}
 
 	sessions := make([]loadSession, 0, cfg.Clients)
 	var setupErr error
 	for i := range cfg.Clients {
 		s, err := lc.createSession(ctx, i)
 		if err != nil {
-			setupErr = fmt.Errorf("loadtest: create session %d of %d: %w", i+1, cfg.Clients, err)
+			setupErr = apiError(fmt.Sprintf("loadtest: create session %d of %d", i+1, cfg.Clients), err)
 			break
 		}
 		sessions = append(sessions, s)
@@ -190,7 +199,7 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 	var endErrs []error
 	for _, s := range sessions {
 		if err := lc.endSession(endCtx, s); err != nil {
-			endErrs = append(endErrs, fmt.Errorf("end session %s: %w", s.ID, err))
+			endErrs = append(endErrs, apiError("end session "+s.ID, err))
 		}
 	}
 	if setupErr != nil {
@@ -206,80 +215,27 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 }
 
 type loadClient struct {
-	http *http.Client
-	cfg  loadConfig
-}
-
-// call sends one JSON request and decodes a 2xx answer into out. Other
-// answers become an error carrying the status and the problem code.
-func (lc *loadClient) call(ctx context.Context, method, path string, body []byte, want int, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, lc.cfg.URL+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+lc.cfg.Token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := lc.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %s", method, path, describeStatus(resp.StatusCode, raw))
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(raw, out)
-}
-
-// describeStatus names a failed answer by its status and problem code.
-func describeStatus(status int, body []byte) string {
-	var p struct {
-		Code   string `json:"code"`
-		Detail string `json:"detail"`
-	}
-	_ = json.Unmarshal(body, &p)
-	s := strconv.Itoa(status)
-	if p.Code != "" {
-		s += " " + p.Code
-	}
-	if p.Detail != "" {
-		s += ": " + p.Detail
-	}
-	return s
+	c   *client.Client
+	cfg loadConfig
 }
 
 func (lc *loadClient) createSession(ctx context.Context, i int) (loadSession, error) {
-	body, _ := json.Marshal(map[string]any{
-		"repo": lc.cfg.Repo, "role": "author", "issue": 1, "branch": fmt.Sprintf("loadtest-%d", i),
-		"agent": map[string]any{"runtime": "checkpointd-loadtest", "instance": fmt.Sprintf("loadtest/client-%d", i)},
-	})
-	var resp struct {
-		Session struct {
-			ID string `json:"id"`
-		} `json:"session"`
-		Run struct {
-			ID           string `json:"id"`
-			FencingToken int64  `json:"fencing_token"`
-		} `json:"run"`
-	}
-	if err := lc.call(ctx, http.MethodPost, "/v1/sessions", body, http.StatusCreated, &resp); err != nil {
+	out, err := lc.c.Sessions().Create(ctx, &client.CreateSessionRequest{
+		Repo: lc.cfg.Repo, Role: "author", Issue: 1, Branch: fmt.Sprintf("loadtest-%d", i),
+		Agent: checkpointd.Agent{Runtime: "checkpointd-loadtest", Instance: fmt.Sprintf("loadtest/client-%d", i)},
+	}, nil)
+	if err != nil {
 		return loadSession{}, err
 	}
-	if resp.Session.ID == "" || resp.Run.ID == "" {
+	if out.Session == nil || out.Run == nil || out.Session.ID == "" || out.Run.ID == "" {
 		return loadSession{}, errors.New("the daemon answered without a session or run id")
 	}
-	return loadSession{ID: resp.Session.ID, RunID: resp.Run.ID, Token: resp.Run.FencingToken}, nil
+	return loadSession{ID: out.Session.ID, RunID: out.Run.ID, Token: out.Run.FencingToken}, nil
 }
 
 func (lc *loadClient) endSession(ctx context.Context, s loadSession) error {
-	body, _ := json.Marshal(map[string]string{"run_id": s.RunID, "outcome": string(checkpointd.OutcomeCompleted)})
-	return lc.call(ctx, http.MethodPost, "/v1/sessions/"+s.ID+"/end", body, http.StatusOK, nil)
+	_, err := lc.c.Sessions().End(ctx, s.ID, &client.EndRequest{RunID: s.RunID, Outcome: checkpointd.OutcomeCompleted})
+	return err
 }
 
 // clientStats is one writer's share of the result, merged at the end so the
@@ -326,25 +282,14 @@ func (lc *loadClient) drive(ctx context.Context, sessions []loadSession) *loadRe
 func (lc *loadClient) write(ctx context.Context, s loadSession, deadline time.Time, budget *atomic.Int64) clientStats {
 	st := clientStats{errors: map[string]int64{}}
 	doc := newLoadDocument(lc.cfg.Repo, s, lc.cfg.DocBytes)
-	path := lc.cfg.URL + "/v1/sessions/" + s.ID + "/checkpoints"
 	streak := 0
 	for n := int64(1); ctx.Err() == nil && time.Now().Before(deadline); n++ {
 		if lc.cfg.MaxRequests > 0 && budget.Add(1) > lc.cfg.MaxRequests {
 			break
 		}
 		body := doc.body(n)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(body))
-		if err != nil {
-			st.stopped = err.Error()
-			break
-		}
-		req.Header.Set("Authorization", "Bearer "+lc.cfg.Token)
-		req.Header.Set("Content-Type", "application/json")
-		if lc.cfg.IdempotencyKeys {
-			req.Header.Set("Idempotency-Key", s.ID+"-"+strconv.FormatInt(n, 10))
-		}
 		t0 := time.Now()
-		failure, err := lc.post(req)
+		failure, err := lc.post(ctx, s.ID, body, n)
 		took := time.Since(t0)
 		if ctx.Err() != nil && err != nil {
 			break // interrupted by the operator: not a failed write
@@ -369,31 +314,25 @@ func (lc *loadClient) write(ctx context.Context, s loadSession, deadline time.Ti
 	return st
 }
 
-// post sends a write and drains the answer so the connection is reused. A
-// failed write is named by its status and problem code, e.g. "409
-// run_superseded"; a 201 returns "".
-func (lc *loadClient) post(req *http.Request) (failure string, err error) {
-	resp, err := lc.http.Do(req)
-	if err != nil {
-		return "", err
+// post sends write n. A failed write is named by its status and problem
+// code, e.g. "409 run_superseded"; a written one returns "". Without
+// --idempotency-keys the write carries no key (client.Do; Checkpoints.Write
+// always sends one), so the daemon does no claim: the bare write path.
+func (lc *loadClient) post(ctx context.Context, sessionID string, body []byte, n int64) (failure string, err error) {
+	if lc.cfg.IdempotencyKeys {
+		_, err = lc.c.Checkpoints().WriteRaw(ctx, sessionID, body,
+			&client.WriteOptions{IdempotencyKey: sessionID + "-" + strconv.FormatInt(n, 10)})
+	} else {
+		err = lc.c.Do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(sessionID)+"/checkpoints", nil, json.RawMessage(body), nil)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusCreated {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return "", err
+	var pe *client.Error
+	if errors.As(err, &pe) {
+		if pe.Code == "" {
+			return strconv.Itoa(pe.Status), nil
+		}
+		return strconv.Itoa(pe.Status) + " " + pe.Code, nil
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return "", err
-	}
-	var p struct {
-		Code string `json:"code"`
-	}
-	_ = json.Unmarshal(raw, &p)
-	if p.Code == "" {
-		return strconv.Itoa(resp.StatusCode), nil
-	}
-	return strconv.Itoa(resp.StatusCode) + " " + p.Code, nil
+	return "", err
 }
 
 // percentile is the nearest-rank percentile of sorted durations.

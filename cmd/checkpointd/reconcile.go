@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -107,59 +105,37 @@ func reconcileCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.
 		Usage: "reconcile every active session against the forge now (POST /v1/reconcile on a running daemon) and print the report",
 		Flags: flags,
 		Action: func(ctx context.Context, c *cli.Command) error {
-			token, err := operatorToken(c)
+			token, err := clientToken(c, needOperator)
+			if err != nil {
+				return err
+			}
+			// The pass answers when it is done: --timeout bounds the one
+			// request (it is sent once, never retried).
+			cl, err := clientFor(c, token, 0)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(ctx, c.Duration("timeout"))
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.String("url"), "/")+"/v1/reconcile", nil)
+			raw, err := cl.Reconcile().Run(ctx)
 			if err != nil {
-				return err
+				return apiError("reconcile", err)
 			}
-			req.Header.Set("Authorization", "Bearer "+token)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return fmt.Errorf("reconcile: %w", err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-			if err != nil {
-				return fmt.Errorf("reconcile: %w", err)
-			}
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("reconcile: %s", describeStatus(resp.StatusCode, body))
+			if raw == nil {
+				return errors.New("reconcile: the daemon answered no report")
 			}
 			if c.Bool("json") {
-				var out bytes.Buffer
-				if err := json.Indent(&out, body, "", "  "); err != nil {
-					return fmt.Errorf("reconcile: the daemon answered no JSON: %w", err)
-				}
-				_, err = fmt.Fprintln(stdout, out.String())
-				return err
+				// The report as the daemon sent it, in the same envelope.
+				return printJSON(stdout, append(append([]byte(`{"report":`), raw...), '}'))
 			}
-			var r struct{ Report *reconcile.Report }
-			if err := json.Unmarshal(body, &r); err != nil || r.Report == nil {
-				return fmt.Errorf("reconcile: the daemon answered no report: %s", body)
+			var r reconcile.Report
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("reconcile: unreadable report: %w", err)
 			}
-			printReport(stdout, r.Report)
+			printReport(stdout, &r)
 			return nil
 		},
 	}
-}
-
-// operatorToken is --token (or CHECKPOINTD_TOKEN), else the bootstrap
-// operator token of the data directory: what the operator commands use.
-func operatorToken(c *cli.Command) (string, error) {
-	if t := strings.TrimSpace(c.String("token")); t != "" {
-		return t, nil
-	}
-	path := filepath.Join(c.String("data-dir"), "operator.token")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("an operator token is required: --token, CHECKPOINTD_TOKEN or %s (%v)", path, err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 func printReport(w io.Writer, r *reconcile.Report) {

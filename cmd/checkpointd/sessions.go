@@ -8,105 +8,81 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/client"
 )
 
-// sessionsCommand lists, shows and force-clears the sessions of a running
-// daemon over HTTP, with an operator token.
+// sessionsCommand lists, shows, parks, ends and force-clears the sessions
+// of a running daemon. Reading takes a reader token; acting an operator's.
 func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag, stdout io.Writer) *cli.Command {
 	withJSON := operatorFlags(from, clientFlags, 30*time.Second, "how long one request may take", true)
 	plain := operatorFlags(from, clientFlags, 30*time.Second, "how long one request may take", false)
 	return &cli.Command{
 		Name:  "sessions",
-		Usage: "list, show and force-clear the sessions of a running daemon",
+		Usage: "list, show, park, end and force-clear the sessions of a running daemon",
 		Commands: []*cli.Command{
 			{
 				Name:  "ls",
-				Usage: "list sessions, newest first (GET /v1/sessions)",
+				Usage: "list sessions, one line each, most recently active first (GET /v1/sessions)",
 				Flags: withJSON(
 					&cli.StringFlag{Name: "state", Usage: "active or ended"},
-					&cli.StringFlag{Name: "repo", Usage: "owner/name"},
+					&cli.StringFlag{Name: "repo", Usage: "owner/name, or owner/* for every repository of an owner"},
 					&cli.StringFlag{Name: "validity", Usage: "valid, stale, lease_lost, invalidated or unverified"},
+					&cli.StringFlag{Name: "stage", Usage: "the latest checkpoint's stage, e.g. blocked"},
+					&cli.StringFlag{Name: "waiting-on", Usage: "the latest checkpoint's blocker.waiting_on, e.g. operator"},
+					&cli.StringFlag{Name: "live", Usage: "true: sessions whose run is live; false: unresponsive ones"},
+					&cli.StringFlag{Name: "sort", Usage: "created (newest first) or activity (last heard from first); default activity, or the daemon's (created) with --json"},
+					&cli.BoolFlag{Name: "wide", Usage: "every column (role, instance, completeness, next actor, leases), untruncated"},
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many sessions (1-500)"},
-					&cli.StringFlag{Name: "cursor", Usage: "the next_cursor of a previous page"}),
+					&cli.StringFlag{Name: "cursor", Usage: "the cursor a previous page printed (with the same filters and --sort)"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					dc, err := newReaderClient(c)
-					if err != nil {
-						return err
-					}
-					q := url.Values{}
-					for _, f := range []string{"state", "repo", "validity", "cursor"} {
-						if v := c.String(f); v != "" {
-							q.Set(f, v)
-						}
-					}
-					q.Set("limit", strconv.Itoa(c.Int("limit")))
-					status, raw, err := daemonCall(ctx, dc, http.MethodGet, "/v1/sessions?"+q.Encode(), nil)
-					if err != nil {
-						return err
-					}
-					if status != http.StatusOK {
-						return fmt.Errorf("sessions ls: %s", describeStatus(status, raw))
-					}
-					if c.Bool("json") {
-						return printJSON(stdout, raw)
-					}
-					var page struct {
-						Items      []checkpointd.Session `json:"items"`
-						NextCursor string                `json:"next_cursor"`
-					}
-					if err := json.Unmarshal(raw, &page); err != nil {
-						return fmt.Errorf("sessions ls: unreadable answer: %w", err)
-					}
-					printSessions(stdout, page.Items)
-					if page.NextCursor != "" {
-						fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
-					}
-					return nil
+					return sessionsLs(ctx, c, stdout)
 				},
 			},
 			{
 				Name:      "show",
-				Usage:     "show a session: its run, latest checkpoint and validity (GET /v1/sessions/{id})",
+				Usage:     "show everything about a session: agent, run and liveness, validity, latest checkpoint (blocker, next action, recovery), leases, resume verdict, recent events",
 				ArgsUsage: "ID",
-				Flags:     withJSON(),
+				Flags:     withJSON(&cli.IntFlag{Name: "events", Value: 10, Usage: "how many of the latest events to show (0: none)"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					id, err := sessionArg(c)
-					if err != nil {
-						return err
+					return sessionsShow(ctx, c, stdout)
+				},
+			},
+			{
+				Name:      "park",
+				Usage:     "supersede the session's current run without starting one (POST /v1/sessions/{id}/park): for an agent that died or must stop, also during a drain; the next run takes over",
+				ArgsUsage: "ID",
+				Flags:     withJSON(&cli.StringFlag{Name: "reason", Required: true, Usage: "why, kept (redacted) in the session's event log"}),
+				Action: func(ctx context.Context, c *cli.Command) error {
+					reason := c.String("reason")
+					return sessionAct(ctx, c, stdout, "park", map[string]string{"reason": reason},
+						func(ctx context.Context, cl *client.Client, id string) (*checkpointd.Session, error) {
+							return cl.Sessions().Park(ctx, id, reason)
+						})
+				},
+			},
+			{
+				Name:      "end",
+				Usage:     "end a session on behalf of its agent (POST /v1/sessions/{id}/end without run_id): its leases are released; the event names the operator's token and the reason",
+				ArgsUsage: "ID",
+				Flags: withJSON(
+					&cli.StringFlag{Name: "outcome", Required: true, Usage: "abandoned or completed"},
+					&cli.StringFlag{Name: "reason", Required: true, Usage: "why, kept (redacted) in the session's event log"}),
+				Action: func(ctx context.Context, c *cli.Command) error {
+					outcome := checkpointd.Outcome(c.String("outcome"))
+					if !outcome.Valid() {
+						return argError(c, fmt.Sprintf("--outcome must be abandoned or completed, not %q", outcome))
 					}
-					dc, err := newReaderClient(c)
-					if err != nil {
-						return err
-					}
-					status, raw, err := daemonCall(ctx, dc, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil)
-					if err != nil {
-						return err
-					}
-					if status == http.StatusGone {
-						return goneError(id, raw)
-					}
-					if status != http.StatusOK {
-						return fmt.Errorf("sessions show: %s", describeStatus(status, raw))
-					}
-					if c.Bool("json") {
-						return printJSON(stdout, raw)
-					}
-					var r struct{ Session checkpointd.Session }
-					if err := json.Unmarshal(raw, &r); err != nil {
-						return fmt.Errorf("sessions show: unreadable answer: %w", err)
-					}
-					printSession(stdout, &r.Session)
-					return nil
+					in := &client.EndRequest{Outcome: outcome, Reason: c.String("reason")}
+					return sessionAct(ctx, c, stdout, "end", in,
+						func(ctx context.Context, cl *client.Client, id string) (*checkpointd.Session, error) {
+							return cl.Sessions().End(ctx, id, in)
+						})
 				},
 			},
 			{
@@ -124,27 +100,79 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 					if !c.Bool("yes") {
 						return fmt.Errorf("refusing to drop session %s without --yes: it deletes the session's checkpoints, runs, leases and events for good (a tombstone records the clear)", id)
 					}
-					dc, err := newDaemonClient(c)
+					cl, err := newOperatorClient(c)
 					if err != nil {
 						return err
 					}
-					status, raw, err := daemonCall(ctx, dc, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id),
-						map[string]string{"reason": c.String("reason")})
-					if err != nil {
-						return err
+					if err := cl.Sessions().Clear(ctx, id, c.String("reason")); err != nil {
+						if gone := goneError(id, err); gone != nil {
+							return gone
+						}
+						return fmt.Errorf("%s; nothing was cleared", sessionError("sessions drop", id, err))
 					}
-					switch status {
-					case http.StatusNoContent:
-						fmt.Fprintf(stdout, "session %s cleared; later requests naming it answer 410 gone\n", id)
-						return nil
-					case http.StatusGone:
-						return goneError(id, raw)
-					}
-					return fmt.Errorf("sessions drop: %s; nothing was cleared", describeStatus(status, raw))
+					fmt.Fprintf(stdout, "session %s cleared; later requests naming it answer 410 gone\n", id)
+					return nil
 				},
 			},
 		},
 	}
+}
+
+// sessionAct runs an operator's action on one session (park, end: POST
+// /v1/sessions/{id}/VERB with body) and says what it left; with --json it
+// prints the daemon's answer as sent (the same request through client.Do).
+func sessionAct(ctx context.Context, c *cli.Command, stdout io.Writer, verb string, body any,
+	act func(context.Context, *client.Client, string) (*checkpointd.Session, error)) error {
+	id, err := sessionArg(c)
+	if err != nil {
+		return err
+	}
+	cl, err := newOperatorClient(c)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		if gone := goneError(id, err); gone != nil {
+			return gone
+		}
+		return sessionError("sessions "+verb, id, err)
+	}
+	if c.Bool("json") {
+		var raw json.RawMessage
+		if err := cl.Do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/"+verb, nil, body, &raw); err != nil {
+			return fail(err)
+		}
+		return printJSON(stdout, raw)
+	}
+	s, err := act(ctx, cl, id)
+	if err != nil {
+		return fail(err)
+	}
+	switch verb {
+	case "park":
+		fmt.Fprintf(stdout, "session %s parked: its run is superseded and no run is current; the session stays active and resumable\n", s.ID)
+		fmt.Fprintf(stdout, "the next agent takes it over (POST /v1/sessions/%s/runs with takeover); or end it: checkpointd sessions end %s --outcome abandoned --reason …\n", s.ID, s.ID)
+	case "end":
+		fmt.Fprintf(stdout, "session %s ended (%s); its leases are released\n", s.ID, s.Outcome)
+	}
+	return nil
+}
+
+// sessionError is apiError with the words a person acts on for the
+// answers about one session.
+func sessionError(what, id string, err error) error {
+	var pe *client.Error
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Status == http.StatusNotFound:
+			return fmt.Errorf("%s: no session %s in the token's scope (404 not_found); list them with: checkpointd sessions ls", what, id)
+		case pe.Code == "no_current_run":
+			return fmt.Errorf("%s: session %s has no current run: it is already parked (409 no_current_run); end it instead: checkpointd sessions end %s --outcome abandoned --reason …", what, id, id)
+		case pe.Code == "session_ended":
+			return fmt.Errorf("%s: session %s has already ended (409 session_ended)", what, id)
+		}
+	}
+	return apiError(what, err)
 }
 
 func sessionArg(c *cli.Command) (string, error) {
@@ -154,150 +182,92 @@ func sessionArg(c *cli.Command) (string, error) {
 	return c.Args().First(), nil
 }
 
-// newReaderClient is a client for a command that only reads: a reader
-// token is enough, and the bootstrap operator token is the fallback.
-func newReaderClient(c *cli.Command) (*daemonClient, error) {
-	token, err := clientToken(c, "a reader or operator token")
-	if err != nil {
-		return nil, err
-	}
-	return daemonClientWith(c, token)
-}
-
-// clientToken is --token (or CHECKPOINTD_TOKEN), else the bootstrap
-// operator token in the data directory; need says, when there is none,
-// which token the command takes.
-func clientToken(c *cli.Command, need string) (string, error) {
-	if t := strings.TrimSpace(c.String("token")); t != "" {
-		return t, nil
-	}
-	path := filepath.Join(c.String("data-dir"), "operator.token")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("%s is required: --token, CHECKPOINTD_TOKEN or %s (%v)", need, path, err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// daemonCall is daemonClient.do with errors named after the request.
-func daemonCall(ctx context.Context, dc *daemonClient, method, path string, body any) (int, []byte, error) {
-	status, raw, err := dc.do(ctx, method, path, body)
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, dc.base+path, ue.Err)
-	}
-	return status, raw, err
-}
-
 // goneError explains a 410: the session was cleared or pruned. An
 // operator's answer carries the whole tombstone (by, reason, removed),
-// which it tells too.
-func goneError(id string, raw []byte) error {
-	var p struct {
-		Kind    string               `json:"kind"`
-		At      time.Time            `json:"at"`
-		By      string               `json:"by"`
-		Reason  string               `json:"reason"`
-		Removed *checkpointd.Removed `json:"removed"`
+// which it tells too. It is nil when err is no 410.
+func goneError(id string, err error) error {
+	var pe *client.Error
+	if !errors.As(err, &pe) || pe.Code != "gone" {
+		return nil
 	}
-	_ = json.Unmarshal(raw, &p)
-	msg := fmt.Sprintf("session %s is gone: %s at %s", id, p.Kind, p.At.Local().Format(time.DateTime))
-	if p.By != "" {
-		msg += " by " + p.By
+	t := pe.Tombstone()
+	if t == nil {
+		return fmt.Errorf("session %s is gone: %s", id, describeProblem(pe))
 	}
-	if p.Reason != "" {
-		msg += fmt.Sprintf(" (reason: %q)", p.Reason)
+	msg := fmt.Sprintf("session %s is gone: %s at %s", id, t.Kind, t.At.Local().Format(time.DateTime))
+	if t.By != "" {
+		msg += " by " + t.By
 	}
-	if r := p.Removed; r != nil {
+	if t.Reason != "" {
+		msg += fmt.Sprintf(" (reason: %q)", t.Reason)
+	}
+	if _, ok := pe.Extra["removed"]; ok { // an operator's answer only
+		r := t.Removed
 		msg += fmt.Sprintf("; removed %d checkpoints, %d runs, %d events, %d leases (%d released), %d idempotency keys",
 			r.Checkpoints, r.Runs, r.Events, r.Leases, r.LeasesReleased, r.IdempotencyKeys)
 	}
 	return errors.New(msg)
 }
 
-func printSessions(w io.Writer, items []checkpointd.Session) {
-	if len(items) == 0 {
-		fmt.Fprintln(w, "no sessions")
-		return
+// sessionsLs lists one page of sessions: a table for a person, the
+// daemon's answer as sent with --json.
+func sessionsLs(ctx context.Context, c *cli.Command, stdout io.Writer) error {
+	opts := client.SessionListOptions{
+		State: checkpointd.SessionState(c.String("state")), Repo: c.String("repo"),
+		Validity: checkpointd.Validity(c.String("validity")), Stage: c.String("stage"),
+		WaitingOn: c.String("waiting-on"), Sort: c.String("sort"),
+		ListOptions: client.ListOptions{Limit: c.Int("limit"), Cursor: c.String("cursor")},
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tREPO\tTARGET\tROLE\tSTATE\tVALIDITY\tCHECKPOINT\tSTAGE\tUPDATED")
-	for _, s := range items {
-		state := string(s.State)
-		if s.Outcome != "" {
-			state += " (" + string(s.Outcome) + ")"
+	if v := c.String("live"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return argError(c, fmt.Sprintf("--live must be true or false, not %q", v))
 		}
-		seq, stage := "-", "-"
-		if s.Latest != nil {
-			seq, stage = strconv.FormatInt(s.Latest.Seq, 10), s.Latest.Stage
-			if !s.Latest.Complete {
-				seq += " (incomplete)"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Repo, target(&s), s.Role, state, s.Validity, seq, stage,
-			s.UpdatedAt.Local().Format(time.DateTime))
+		opts.Live = &b
 	}
-	tw.Flush()
+	// A person scans a fleet by what moved last; a script gets the
+	// daemon's own order unless it asks.
+	if opts.Sort == "" && !c.Bool("json") {
+		opts.Sort = "activity"
+	}
+	cl, err := newReaderClient(c)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		var raw json.RawMessage
+		if err := cl.Do(ctx, http.MethodGet, "/v1/sessions", sessionQuery(opts), nil, &raw); err != nil {
+			return apiError("sessions ls", err)
+		}
+		return printJSON(stdout, raw)
+	}
+	page, err := cl.Sessions().List(ctx, opts)
+	if err != nil {
+		return apiError("sessions ls", err)
+	}
+	printSessions(stdout, page.Items, time.Now(), c.Bool("wide"))
+	if page.NextCursor != "" {
+		fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
+	}
+	return nil
 }
 
-// target names what a session works on: #issue, !pr, branch.
-func target(s *checkpointd.Session) string {
-	var parts []string
-	if s.Issue > 0 {
-		parts = append(parts, "#"+strconv.FormatInt(s.Issue, 10))
-	}
-	if s.PR > 0 {
-		parts = append(parts, "!"+strconv.FormatInt(s.PR, 10))
-	}
-	if s.Branch != "" {
-		parts = append(parts, s.Branch)
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, " ")
-}
-
-func printSession(w io.Writer, s *checkpointd.Session) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("session", s.ID)
-	row("repo", s.Repo)
-	row("target", target(s))
-	row("role", s.Role)
-	state := string(s.State)
-	if s.Outcome != "" {
-		state += " (" + string(s.Outcome) + ")"
-	}
-	if s.EndedAt != nil {
-		state += " at " + s.EndedAt.Local().Format(time.DateTime)
-	}
-	row("state", state)
-	row("created", s.CreatedAt.Local().Format(time.DateTime))
-	validity := string(s.Validity)
-	if s.ValidityReason != "" {
-		validity += ": " + s.ValidityReason
-	}
-	row("validity", validity+" (since "+s.ValidityAt.Local().Format(time.DateTime)+")")
-	if r := s.CurrentRun; r != nil {
-		row("run", fmt.Sprintf("%s (fencing token %d, started %s)", r.ID, r.FencingToken, r.StartedAt.Local().Format(time.DateTime)))
-	}
-	if s.Worktree != "" {
-		row("worktree", s.Worktree)
-	}
-	if c := s.Latest; c != nil {
-		complete := "complete"
-		if !c.Complete {
-			complete = "incomplete, missing " + strings.Join(c.Missing, ", ")
+// sessionQuery is GET /v1/sessions's query for opts, for the --json read
+// that keeps the answer as sent (client.Do); the typed List builds the
+// same one.
+func sessionQuery(o client.SessionListOptions) url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"state": string(o.State), "repo": o.Repo, "validity": string(o.Validity),
+		"stage": o.Stage, "waiting_on": o.WaitingOn, "sort": o.Sort, "cursor": o.Cursor} {
+		if v != "" {
+			q.Set(k, v)
 		}
-		row("checkpoint", fmt.Sprintf("%d (%s) at %s", c.Seq, complete, c.CreatedAt.Local().Format(time.DateTime)))
-		row("  stage", c.Stage)
-		if c.Branch != "" || c.Head != "" {
-			row("  branch", strings.TrimSpace(c.Branch+" "+c.Head))
-		}
-		row("  run", c.RunID)
-	} else {
-		row("checkpoint", "none yet")
 	}
-	tw.Flush()
+	if o.Live != nil {
+		q.Set("live", strconv.FormatBool(*o.Live))
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	return q
 }

@@ -31,7 +31,7 @@ func TestSessionsCommand(t *testing.T) {
 
 		out, err := cli("ls")
 		if err != nil || !strings.Contains(out, "SESSION") || !strings.Contains(out, a.id) || !strings.Contains(out, other.id) ||
-			!strings.Contains(out, "ended (completed)") || !strings.Contains(out, "#12 fix-12") {
+			!strings.Contains(out, "  ended  ") || !strings.Contains(out, "#12 fix-12") {
 			t.Errorf("sessions ls: %v\n%s", err, out)
 		}
 		out, err = cli("ls", "--state", "active", "--repo", "acme/widgets", "--validity", "unverified")

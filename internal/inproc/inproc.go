@@ -28,7 +28,15 @@ type Transport struct {
 // its header (or returned). Errors: the request's context error when it
 // ends before that.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(req.Context())
+	// The handler gets a context of its own, as a request from the network
+	// would: the caller's deadline and cancellation, none of its values (a
+	// router's values in the caller's context would route this request).
+	ctx, cancelCtx := context.WithCancel(context.Background())
+	if d, ok := req.Context().Deadline(); ok {
+		ctx, cancelCtx = context.WithDeadline(context.Background(), d)
+	}
+	stop := context.AfterFunc(req.Context(), cancelCtx)
+	cancel := func() { stop(); cancelCtx() }
 	sreq := req.Clone(ctx)
 	sreq.RequestURI = req.URL.RequestURI()
 	sreq.RemoteAddr = t.RemoteAddr

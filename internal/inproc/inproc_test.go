@@ -2,6 +2,7 @@ package inproc_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -95,5 +96,24 @@ func TestContextEndsBeforeHeader(t *testing.T) {
 	var ue *url.Error
 	if !errors.As(err, &ue) || !ue.Timeout() {
 		t.Fatalf("want a timeout, got %v", err)
+	}
+}
+
+type key struct{}
+
+// TestCallerValuesStayOut: the handler sees none of the caller's context
+// values (a router's would misroute it), but the caller's cancellation.
+func TestCallerValuesStayOut(t *testing.T) {
+	seen := make(chan any, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen <- r.Context().Value(key{}) })
+	ctx := context.WithValue(t.Context(), key{}, "outer")
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://daemon/x", nil)
+	resp, err := (&inproc.Transport{Handler: h}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if v := <-seen; v != nil {
+		t.Errorf("the handler saw the caller's value %v", v)
 	}
 }
