@@ -18,6 +18,7 @@ import (
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/store/storetest"
 	"github.com/checkpointd/checkpointd/ui"
+	"github.com/checkpointd/checkpointd/webhook"
 )
 
 // chromium is where Debian's package puts the browser (.ci/run installs it).
@@ -33,11 +34,19 @@ type console struct {
 	agent    string
 }
 
-func newConsole(t *testing.T) *console {
+// webhookSecret signs the test's deliveries.
+const webhookSecret = "console-test-secret"
+
+func newConsole(t *testing.T) *console { return newConsoleWith(t, 0) }
+
+// newConsoleWith is newConsole with a --run-liveness window (0: default).
+func newConsoleWith(t *testing.T, liveness time.Duration) *console {
 	t.Helper()
 	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
+	s.SetRunLiveness(liveness)
 	apiHandler := api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
-		Evidence: checkpointd.EvidenceSources{Webhooks: true}})
+		Evidence: checkpointd.EvidenceSources{Webhooks: true},
+		Webhook:  &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(webhookSecret)}}, Store: s}})
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: checkpointd.DefaultWorkflow().Stages}))
 	mux.Handle("/", apiHandler)

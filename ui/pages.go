@@ -249,7 +249,23 @@ func (c *console) reconcile(r *http.Request, s *consoleSession) (string, view, e
 	return "reconcile", view{Title: "Reconcile", Nav: "reconcile", Data: struct{ Report string }{report}}, nil
 }
 
-// counts are the fleet's numbers; see fleetCounts.
+// counts are the fleet's numbers (GET /v1/fleet), with the drain's
+// blocking count while a drain runs.
 func (c *console) counts(r *http.Request, s *consoleSession) (*fleetCounts, error) {
-	return nil, nil
+	api := c.api(s)
+	f, err := api.Fleet(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := &fleetCounts{Active: f.TotalActive, Valid: f.Active[checkpointd.ValidityValid],
+		Stale: f.Active[checkpointd.ValidityStale], Unverified: f.Active[checkpointd.ValidityUnverified],
+		Unresponsive: f.ByLiveness[checkpointd.LivenessUnresponsive], Parked: f.ByLiveness[checkpointd.LivenessParked]}
+	d, err := api.Drain().Status(r.Context(), client.ListOptions{Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if d.Draining && d.Counts != nil {
+		out.Draining, out.Blocking = true, d.Counts.Blocking
+	}
+	return out, nil
 }
