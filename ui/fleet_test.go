@@ -217,3 +217,41 @@ func TestSessionPage(t *testing.T) {
 		t.Errorf("a reader's verdict: %q", text)
 	}
 }
+
+// TestOtherPagesAndPhone: leases, errors and reconcile render for an
+// operator; at a phone's width the page does not scroll sideways (wide
+// tables scroll inside their box).
+func TestOtherPagesAndPhone(t *testing.T) {
+	c := newConsole(t)
+	s := c.startSession(t, "fix-p", "host-4/pid-4")
+	c.api(t, "POST", "/v1/leases", c.agent, map[string]any{"resource": map[string]any{"kind": "branch", "repo": "acme/widgets", "branch": "fix-p"},
+		"session_id": s.id, "run_id": s.run, "ttl_seconds": 600})
+	c.checkpoint(t, s, head(1), "implementing", "")
+	ctx := browser(t)
+	c.signIn(t, ctx, c.operator)
+	for _, p := range []struct{ path, heading, shows, shot string }{
+		{"/ui/leases", "Leases", "branch acme/widgets fix-p", "leases"},
+		{"/ui/errors", "Errors", "No errors recorded", "errors"},
+		{"/ui/reconcile", "Reconcile", "Reconcile now", "reconcile"},
+	} {
+		do(t, ctx, chromedp.Navigate(c.URL+p.path), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if h := get(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h != p.heading {
+			t.Errorf("%s: heading %q", p.path, h)
+		}
+		if text := get(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(text, p.shows) {
+			t.Errorf("%s lacks %q: %q", p.path, p.shows, text)
+		}
+		screenshot(t, ctx, p.shot)
+	}
+	do(t, ctx, chromedp.Click(button("Reconcile now")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if text := get(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(text, "Last report") {
+		t.Errorf("after a pass: %q", text)
+	}
+
+	do(t, ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(c.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("table.fleet")))
+	wide := get(t, ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+	if wide {
+		t.Error("at a phone's width the fleet page scrolls sideways")
+	}
+	screenshot(t, ctx, "fleet-phone")
+}
