@@ -83,6 +83,11 @@ func differential(t testing.TB, raw []byte) (fastAccepted, valid bool) {
 	if accepted && len(schemaProblems(checkpointSchema.Validate(tree))) > 0 {
 		t.Fatalf("the fast path accepts a document the engine rejects: %.300s", raw)
 	}
+	// What the fast path takes, documentFromTree builds (the verdicts above
+	// compared what it built with encoding/json's decode).
+	if _, ok := documentFromTree(tree); accepted && !ok {
+		t.Fatalf("documentFromTree refuses a document the fast path takes: %.300s", raw)
+	}
 	return accepted, engine.Err == ""
 }
 
@@ -326,12 +331,16 @@ func FuzzFastMatchers(f *testing.F) {
 	f.Add("ab:c-d")
 	f.Add(strings.Repeat("a", 40))
 	f.Add("owner/name")
+	res := map[string]*regexp.Regexp{}
+	for pat := range fastMatchers {
+		res[pat] = regexp.MustCompile(pat)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		if !utf8.ValidString(s) {
 			return
 		}
 		for pat, match := range fastMatchers {
-			if got, want := match(s), regexp.MustCompile(pat).MatchString(s); got != want {
+			if got, want := match(s), res[pat].MatchString(s); got != want {
 				t.Fatalf("%s on %q: fast %v, regexp %v", pat, s, got, want)
 			}
 		}
@@ -365,5 +374,34 @@ func checkDateTime(t *testing.T, s string) {
 	engineOK := len(schemaProblems(checkpointSchema.Validate(tree))) == 0
 	if fastDateTime(s) && !engineOK {
 		t.Errorf("fastDateTime(%q) accepts what the engine refuses", s)
+	}
+}
+
+// TestDocumentFromTreeRefusesTheUnexpected: a member Document lacks or a
+// value of another shape makes documentFromTree hand the document back to
+// encoding/json rather than guess.
+func TestDocumentFromTreeRefusesTheUnexpected(t *testing.T) {
+	for name, edit := range map[string]func(m map[string]any){
+		"unknown member":        func(m map[string]any) { m["bogus"] = "x" },
+		"unknown nested member": func(m map[string]any) { obj(m, "recovery")["bogus"] = "x" },
+		"unknown lease member":  func(m map[string]any) { m["leases"].([]any)[0].(map[string]any)["bogus"] = "x" },
+		"string as integer":     func(m map[string]any) { m["fencing_token"] = "3" },
+		"integer as string":     func(m map[string]any) { m["note"] = json.Number("3") },
+		"fraction":              func(m map[string]any) { obj(m, "target")["pr"] = json.Number("3.0") },
+		"object as array":       func(m map[string]any) { m["evidence"] = map[string]any{} },
+		"array as object":       func(m map[string]any) { m["identity"] = []any{} },
+	} {
+		tree, err := decodeJSONValue(readTestdata(t, "checkpoint-full.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := tree.(map[string]any)
+		if _, ok := documentFromTree(m); !ok {
+			t.Fatalf("documentFromTree refuses the reference document")
+		}
+		edit(m)
+		if d, ok := documentFromTree(m); ok {
+			t.Errorf("%s: documentFromTree = %+v, want a refusal", name, d)
+		}
 	}
 }

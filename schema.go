@@ -145,7 +145,8 @@ func decodeDocumentWith(raw []byte, wf Workflow, fast *fastNode) (tree map[strin
 		return nil, nil, nil, checkpointProblems([]Problem{{Path: "", Message: "must be a JSON object"}})
 	}
 	var problems []Problem
-	if !fast.acceptsDocument(tree) {
+	accepted := fast.acceptsDocument(tree)
+	if !accepted {
 		// Not surely valid (fastschema.go): the engine decides and words
 		// the problems. Out-of-range numbers are screened first because
 		// the engine does exact (big.Rat) arithmetic, which a literal like
@@ -168,6 +169,11 @@ func decodeDocumentWith(raw []byte, wf Workflow, fast *fastNode) (tree map[strin
 	canon, err := CanonicalJSON(tree)
 	if err != nil {
 		return nil, nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document cannot be encoded canonically"}})
+	}
+	if accepted {
+		if doc, ok := documentFromTree(tree); ok {
+			return tree, canon, doc, nil
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(canon))
 	dec.DisallowUnknownFields()
