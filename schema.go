@@ -166,7 +166,9 @@ func decodeDocumentWith(raw []byte, wf Workflow, fast *fastNode) (tree map[strin
 	// written as 1.0 or 1e2, which the schema accepts, into int64-able
 	// literals; DisallowUnknownFields guards against the schema and the
 	// struct drifting apart.
-	canon, err := CanonicalJSON(tree)
+	// The canonical form is about as long as the body (white space out,
+	// escapes in): sized so, it is built without regrowing.
+	canon, err := appendCanonical(make([]byte, 0, len(raw)+len(raw)/8), tree)
 	if err != nil {
 		return nil, nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document cannot be encoded canonically"}})
 	}
