@@ -166,8 +166,13 @@ func (s *Store) closeTokenListener() {
 	c.start.Do(func() {}) // no listener may start after this
 	if c.listener != nil {
 		c.set(func(c *tokenCache) { c.listened = false })
-		c.listener.Close()
-		<-c.done
+		// pq holds its lock while it dials, so Close waits for a dial in
+		// progress; a database that black-holes it must not hang Close.
+		go c.listener.Close()
+		select {
+		case <-c.done:
+		case <-time.After(2 * time.Second):
+		}
 	}
 }
 
