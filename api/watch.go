@@ -133,21 +133,22 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	wt := newWatcher(f.match, a.watchBuffer)
-	head, err := a.hub.join(ctx, wt)
-	if err != nil {
-		return err
-	}
-	defer a.hub.leave(wt)
-
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
 		return nil
 	}
+	wt := newWatcher(f.match, a.watchBuffer)
+	head, err := a.hub.join(ctx, wt)
+	if err != nil {
+		h.Del("Content-Type") // the problem's own
+		return err
+	}
+	defer a.hub.leave(wt)
+	w.WriteHeader(http.StatusOK)
 	s := newSSE(w, a.watchWriteTimeout)
 	if err := s.comment("watching"); err != nil {
 		return nil
