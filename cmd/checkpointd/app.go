@@ -96,6 +96,7 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			reconcileCommand(from, clientFlags, stdout),
 			drainCommand(from, clientFlags, stdout),
 			sessionsCommand(from, clientFlags, stdout),
+			watchCommand(from, clientFlags, stdout),
 			{
 				Name:  "version",
 				Usage: "print the version",

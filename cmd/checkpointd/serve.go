@@ -180,11 +180,15 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	case len(verifier.Secrets) == 0:
 		log.Warn("webhooks: no --webhook-secret set; every delivery is refused")
 	}
+	// Closed as the server shuts down: watch streams never go idle, and
+	// Shutdown would wait for them until its timeout.
+	watchStop := make(chan struct{})
 	deps := api.Deps{
 		Store: s, Leases: leases, Workflow: wf, DigestKey: keys.DigestKey(),
 		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log, Metrics: m, Errors: errs},
 		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log, Reconciler: reconciler,
 		Verifier: reconciler, Metrics: m, Errors: errs,
+		WatchStop: watchStop, WatchBacklog: watchBacklog(retention.EventAge),
 	}
 	// The drain gauges mirror the store at every scrape: another replica
 	// may have started or ended the drain, and a restart keeps a running
@@ -221,6 +225,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(func() { close(watchStop) })
 	metricsAddr := ""
 	if metricsLn != nil {
 		metricsAddr = metricsLn.Addr().String()
@@ -291,6 +296,16 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	err = g.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// watchBacklog is how far back a watch resume reaches: a day, or less when
+// the event log keeps less (--retain-events): a resume from before what
+// retention kept would miss what it pruned.
+func watchBacklog(eventAge time.Duration) time.Duration {
+	if eventAge > 0 && eventAge < api.DefaultWatchBacklog {
+		return eventAge
+	}
+	return api.DefaultWatchBacklog
 }
 
 // The kinds of background work, each run by one replica at a time.
