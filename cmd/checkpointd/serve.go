@@ -254,6 +254,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	var workers errgroup.Group
 	workers.Go(func() error { return s.RunExclusive(gctx, workLeaseExpiry, leases.Run) })
 	workers.Go(func() error { return s.RunSettle(gctx) })
+	workers.Go(func() error { return s.RunExclusive(gctx, workRunLiveness, s.RunUnresponsive) })
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
 	workers.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
@@ -313,6 +314,8 @@ const (
 	workLeaseExpiry = "lease-expiry"
 	workReconcile   = "reconcile"
 	workRetention   = "retention"
+	// workRunLiveness records run.unresponsive events for the change feed.
+	workRunLiveness = "run-liveness"
 )
 
 func workflowFrom(c *cli.Command) (checkpointd.Workflow, error) {
