@@ -165,11 +165,20 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 			return a.endStream(s, err)
 		}
 	}
+	// A client resuming from another replica's id may be ahead of this
+	// replica's reader: what the reader hands on next it partly has.
+	seen := func(store.FeedEvent) bool { return false }
+	if !from.IsZero() && resetReason == "" {
+		seen = from.Covers()
+	}
 	keep := time.NewTicker(a.watchKeepAlive)
 	defer keep.Stop()
 	for {
 		select {
 		case e := <-wt.ch:
+			if seen(e) {
+				continue
+			}
 			if err := s.event(e.Pos.String(), feedType(e), feedData(e)); err != nil {
 				return a.endStream(s, err)
 			}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/api"
 	"github.com/checkpointd/checkpointd/metrics"
+	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -186,5 +188,49 @@ func TestWatchOutlivesReadTimeout(t *testing.T) {
 	w.agentSession("a", "acme/widgets", "author", "fix-a")
 	if e, ok := s.next(2 * time.Second); !ok || e.Type != "session" {
 		t.Fatalf("after the read timeout: %+v (ok %v), want the session event", e, ok)
+	}
+}
+
+// heldWakeups is a real store whose feed reader is woken only when the
+// test says: the replica's reader stays behind the others meanwhile.
+type heldWakeups struct {
+	*store.Store
+	wake chan struct{}
+}
+
+func (h heldWakeups) FeedWakeups(context.Context) (<-chan struct{}, error) { return h.wake, nil }
+
+// TestWatchResumeAheadOfReader: a client resumes on replica A with an id
+// replica B gave it, while A's feed reader is behind that id. When A's
+// reader catches up it hands on changes the client already has: the
+// client gets none of them again, and the newer ones once.
+func TestWatchResumeAheadOfReader(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	sa := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	held := heldWakeups{Store: sa, wake: make(chan struct{}, 1)}
+	a := &watchServer{stop: make(chan struct{}), metrics: metrics.New()}
+	a.harness = newDrainHarness(t, sa, held, func(d *api.Deps) { d.WatchStop = a.stop })
+	a.srv = httptest.NewServer(a.handler)
+	t.Cleanup(func() { a.shutdown(); a.srv.Close() })
+	b := newWatchServer(t, storetest.OpenURL(t, url, checkpointd.SystemClock{}), nil)
+
+	a.watch(a.operator, "", "") // A's reader starts here, and stays
+	onB := b.watch(b.operator, "", "")
+	sess := b.agentSession("a", "acme/widgets", "author", "fix-a")
+	onB.until(isType("run", "started"))
+	b.checkpoint(sess, sess.doc("0123456789abcdef0123456789abcdef01234567")).expect(t, 201, "")
+	got := onB.until(func(e sseEvent) bool { return e.Type == "checkpoint" })
+	id := got[len(got)-1].ID
+	b.do("POST", "/v1/sessions/"+sess.id+"/end", b.operator, map[string]any{"outcome": "abandoned"}).expect(t, 200, "")
+
+	r := a.watch(a.operator, "", id)
+	held.wake <- struct{}{}
+	labels := map[string]string{sess.id: "A"}
+	e, ok := r.next(5 * time.Second)
+	if !ok || summary(t, e, labels) != "session/ended A" {
+		t.Fatalf("first event after resuming on the lagging replica: %+v, want session/ended A", e)
+	}
+	if e, quiet := r.quiet(300 * time.Millisecond); !quiet {
+		t.Fatalf("a duplicate: %+v", e)
 	}
 }

@@ -57,7 +57,8 @@ SELECT n, '' AS kx, session_id, seq, at, kind, run_id, data, repo, drain_id FROM
 
 // The PostgreSQL feed: rows written by transactions visible in snapshot
 // $2 but not in $1, after key ($3, $4, $5), in key order. The xid bounds
-// let the index narrow the scan; visibility decides.
+// let the index narrow the scan; visibility decides. Session ids compare
+// bytewise (COLLATE "C"), as FeedPos.Covers compares them.
 var postgresFeedSQL = `
 SELECT 0 AS n, kx, session_id, seq, at, kind, run_id, data, repo, drain_id FROM (
   SELECT e.xid, e.xid::text AS kx, e.session_id, e.seq, e.at, e.kind, e.run_id, e.data, s.repo, '' AS drain_id
@@ -70,8 +71,8 @@ SELECT 0 AS n, kx, session_id, seq, at, kind, run_id, data, repo, drain_id FROM 
   FROM drain_feed d
   WHERE d.xid >= pg_snapshot_xmin($1::pg_snapshot) AND d.xid < pg_snapshot_xmax($2::pg_snapshot)
     AND NOT pg_visible_in_snapshot(d.xid, $1::pg_snapshot) AND pg_visible_in_snapshot(d.xid, $2::pg_snapshot)
-) f WHERE (f.xid, f.session_id, f.seq) > ($3::xid8, $4, $5)
-ORDER BY f.xid, f.session_id, f.seq LIMIT $6`
+) f WHERE (f.xid, f.session_id COLLATE "C", f.seq) > ($3::xid8, $4, $5)
+ORDER BY f.xid, f.session_id COLLATE "C", f.seq LIMIT $6`
 
 // ReadFeed returns up to limit changes after from and up to to (a FeedHead
 // read after from), oldest first, with the position to read on from and

@@ -188,3 +188,63 @@ func (s *Store) FeedHead(ctx context.Context) (FeedPos, error) {
 	}
 	return FeedPos{epoch: row.Epoch, at: s.now(), n: row.N, lo: row.Snap}, nil
 }
+
+// Covers returns a test of whether an event was already delivered to a
+// watcher at p: at or before it in the feed. A watcher that resumes from
+// an id another replica gave it may be ahead of this replica's reader,
+// whose next events it then partly has; it skips those. A snapshot lists
+// what was visible: transactions below xmin, and those below xmax not in
+// progress (xip).
+func (p FeedPos) Covers() func(FeedEvent) bool {
+	if p.lo == "" {
+		return func(e FeedEvent) bool { return e.Pos.n <= p.n }
+	}
+	lo, hi := parseSnapshot(p.lo), parseSnapshot(p.hi)
+	return func(e FeedEvent) bool {
+		xid, err := strconv.ParseUint(e.Pos.kx, 10, 64)
+		if err != nil {
+			return false
+		}
+		if lo.visible(xid) {
+			return true
+		}
+		if p.hi == "" || !hi.visible(xid) {
+			return false
+		}
+		// Inside the batch p stopped in: delivered up to p's key.
+		if px, _ := strconv.ParseUint(p.kx, 10, 64); xid != px {
+			return xid < px
+		}
+		if e.SessionID != p.ks {
+			return e.SessionID < p.ks
+		}
+		return e.Seq <= p.kq
+	}
+}
+
+type snapshot struct {
+	xmin, xmax uint64
+	xip        map[uint64]bool
+}
+
+func parseSnapshot(s string) snapshot {
+	var sn snapshot
+	f := strings.SplitN(s, ":", 3)
+	if len(f) != 3 {
+		return sn
+	}
+	sn.xmin, _ = strconv.ParseUint(f[0], 10, 64)
+	sn.xmax, _ = strconv.ParseUint(f[1], 10, 64)
+	sn.xip = map[uint64]bool{}
+	for _, x := range strings.Split(f[2], ",") {
+		if n, err := strconv.ParseUint(x, 10, 64); err == nil {
+			sn.xip[n] = true
+		}
+	}
+	return sn
+}
+
+// visible mirrors pg_visible_in_snapshot for a committed transaction.
+func (sn snapshot) visible(xid uint64) bool {
+	return xid < sn.xmin || (xid < sn.xmax && !sn.xip[xid])
+}

@@ -92,6 +92,15 @@ func TestFeedReadsCommittedChanges(t *testing.T) {
 				t.Errorf("event %+v: want session %s of acme/widgets with a seq", e, sess.ID)
 			}
 		}
+		// Every id covers exactly the events up to its own.
+		for i, e := range all {
+			covers := e.Pos.Covers()
+			for j, o := range all {
+				if covers(o) != (j <= i) {
+					t.Errorf("the id of event %d covers event %d: %v, want %v", i, j, covers(o), j <= i)
+				}
+			}
+		}
 		// A restart: a new store on the same database resumes from each id.
 		s2 := storetest.OpenURL(t, url, checkpointd.SystemClock{})
 		for i, e := range all {
