@@ -271,3 +271,34 @@ func TestFeedWakeups(t *testing.T) {
 		}
 	})
 }
+
+// TestRetentionPrunesDrainFeed: the drain's changes in the feed go with
+// the events of their age (--retain-events).
+func TestRetentionPrunesDrainFeed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		clock := checkpointd.NewManualClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+		s := storetest.Open(t, b, clock)
+		ctx := t.Context()
+		start, err := s.FeedHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.StartDrain(ctx, "deploy", "op"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CancelDrain(ctx, "op"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(48 * time.Hour)
+		if _, _, err := s.StartDrain(ctx, "again", "op"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ApplyRetention(ctx, store.Retention{EventAge: 24 * time.Hour, Batch: 10}); err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := readAll(t, s, start, 10)
+		if diff := cmp.Diff([]string{"drain.started"}, feedKinds(evs)); diff != "" {
+			t.Fatalf("drain changes after retention (-want +got):\n%s", diff)
+		}
+	})
+}
