@@ -13,6 +13,8 @@ func TestWatchRequests(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newHarness(t, b)
 		gadgets := h.agentSession("g", "acme/gadgets", "author", "fix-g") // outside the reader's scope
+		cleared := h.agentSession("c", "acme/widgets", "author", "fix-c")
+		h.do("DELETE", "/v1/sessions/"+cleared.id, h.operator, map[string]any{"reason": "stuck"}).expect(t, 204, "")
 		for _, tc := range []struct {
 			name, query, token string
 			status             int
@@ -22,6 +24,7 @@ func TestWatchRequests(t *testing.T) {
 			{"bad repo", "?repo=acme", h.reader, 422, "invalid_request", "repo"},
 			{"bad repo pattern", "?repo=*/*", h.reader, 422, "invalid_request", "repo"},
 			{"unknown session", "?session=ses_0123456789abcdef0123456789abcdef", h.reader, 404, "not_found", ""},
+			{"cleared session", "?session=" + cleared.id, h.reader, 410, "gone", ""},
 			{"session out of scope", "?session=" + gadgets.id, h.reader, 403, "forbidden", ""},
 			{"no token", "", "", 401, "unauthorized", ""},
 		} {
