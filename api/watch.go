@@ -146,8 +146,24 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer a.hub.leave(wt)
-	w.WriteHeader(http.StatusOK)
+	// A dropped client is counted once, however its stream ends: a write
+	// that fails on its dead connection also cancels the request.
+	counted := false
 	s := newSSE(w, a.watchWriteTimeout)
+	defer func() {
+		if counted {
+			return
+		}
+		select {
+		case <-wt.dropped:
+			a.Metrics.WatchDropped(wt.reason)
+		default:
+			if s.timedOut {
+				a.Metrics.WatchDropped(metrics.WatchWriteTimeout)
+			}
+		}
+	}()
+	w.WriteHeader(http.StatusOK)
 	if err := s.comment("watching"); err != nil {
 		return nil
 	}
@@ -186,6 +202,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 			}
 		case <-wt.dropped:
 			a.Metrics.WatchDropped(wt.reason)
+			counted = true
 			_ = s.event("", "error", map[string]any{"reason": wt.reason,
 				"detail": "the client fell behind the change feed; reconnect with Last-Event-ID"})
 			return nil
@@ -202,12 +219,8 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 // started: the problem cannot be a status any more, so a store failure is
 // an error event (and the log's), a failed write just the end.
 func (a *api) endStream(s *sse, err error) error {
-	var we *writeError
-	if errors.As(err, &we) {
-		if we.timeout {
-			a.Metrics.WatchDropped(metrics.WatchWriteTimeout)
-		}
-		return nil
+	if errors.As(err, new(*writeError)) {
+		return nil // watch counts a client that stopped reading
 	}
 	a.log.Warn("watch stream ended", "err", safeText(err.Error()))
 	_ = s.event("", "error", map[string]any{"reason": problemFor(err).Code, "detail": "reconnect with Last-Event-ID"})

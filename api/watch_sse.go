@@ -21,6 +21,9 @@ type sse struct {
 	rc      *http.ResponseController
 	timeout time.Duration
 	buf     bytes.Buffer
+	// timedOut records that a write hit its deadline: the client stopped
+	// reading (a drop, counted), rather than went away.
+	timedOut bool
 }
 
 // writeError is a write to the client that failed: it is gone, or it
@@ -65,12 +68,18 @@ func (s *sse) event(id, typ string, data any) error {
 }
 
 func (s *sse) flush() error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
-	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
-		return &writeError{err: err, timeout: errors.Is(err, os.ErrDeadlineExceeded)}
+	deadline := time.Now().Add(s.timeout)
+	_ = s.rc.SetWriteDeadline(deadline)
+	_, err := s.w.Write(s.buf.Bytes())
+	if err == nil {
+		err = s.rc.Flush()
 	}
-	if err := s.rc.Flush(); err != nil {
-		return &writeError{err: err, timeout: errors.Is(err, os.ErrDeadlineExceeded)}
+	if err != nil {
+		// net/http may report a timed-out write as a plain failure of the
+		// connection; the clock says which it was.
+		timeout := errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)
+		s.timedOut = s.timedOut || timeout
+		return &writeError{err: err, timeout: timeout}
 	}
 	return nil
 }
