@@ -87,10 +87,13 @@ type Store struct {
 	// creating transaction once its "not draining" check passed: the window
 	// a concurrent drain must not slip through, held open on purpose.
 	afterDrainCheck func(ctx context.Context, tx *sqlx.Tx)
-	// url is the PostgreSQL URL the token listener connects to; "" on
-	// SQLite. tokens is the authentication cache (tokencache.go).
+	// url is the PostgreSQL URL, for the LISTEN connections of the token
+	// cache and the feed; "" on SQLite. tokens is the authentication cache
+	// (tokencache.go); feed wakes this process's feed readers after a
+	// commit (feed_wake.go).
 	url    string
 	tokens tokenCache
+	feed   feedWaiters
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
