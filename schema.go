@@ -129,6 +129,13 @@ func DecodeDocument(raw []byte, wf Workflow) (tree map[string]any, doc *Document
 // decodeDocument is DecodeDocument that also returns the canonical form it
 // computed on the way, so a checkpoint write canonicalises once.
 func decodeDocument(raw []byte, wf Workflow) (tree map[string]any, canonical []byte, doc *Document, err error) {
+	return decodeDocumentWith(raw, wf, fastSchema)
+}
+
+// decodeDocumentWith is decodeDocument with the fast path fast; nil runs
+// every document through the engine (the differential tests compare the
+// two).
+func decodeDocumentWith(raw []byte, wf Workflow, fast *fastNode) (tree map[string]any, canonical []byte, doc *Document, err error) {
 	v, err := decodeJSONValue(raw)
 	if err != nil {
 		return nil, nil, nil, err
@@ -137,12 +144,20 @@ func decodeDocument(raw []byte, wf Workflow) (tree map[string]any, canonical []b
 	if !ok {
 		return nil, nil, nil, checkpointProblems([]Problem{{Path: "", Message: "must be a JSON object"}})
 	}
-	// Out-of-range numbers are screened first because the validator does
-	// exact (big.Rat) arithmetic, which a literal like 1e999999 makes slow.
-	problems := outOfRangeNumbers(tree, make([]string, 0, 8), nil)
-	if len(problems) == 0 {
-		problems = schemaProblems(checkpointSchema.Validate(tree))
-		problems = append(problems, workflowProblems(tree, wf, problems)...)
+	var problems []Problem
+	accepted := fast.acceptsDocument(tree)
+	if !accepted {
+		// Not surely valid (fastschema.go): the engine decides and words
+		// the problems. Out-of-range numbers are screened first because
+		// the engine does exact (big.Rat) arithmetic, which a literal like
+		// 1e999999 makes slow.
+		problems = outOfRangeNumbers(tree, make([]string, 0, 8), nil)
+		if len(problems) == 0 {
+			problems = schemaProblems(checkpointSchema.Validate(tree))
+			problems = append(problems, workflowProblems(tree, wf, problems)...)
+		}
+	} else {
+		problems = workflowProblems(tree, wf, nil)
 	}
 	if len(problems) > 0 {
 		return nil, nil, nil, checkpointProblems(problems)
@@ -151,9 +166,16 @@ func decodeDocument(raw []byte, wf Workflow) (tree map[string]any, canonical []b
 	// written as 1.0 or 1e2, which the schema accepts, into int64-able
 	// literals; DisallowUnknownFields guards against the schema and the
 	// struct drifting apart.
-	canon, err := CanonicalJSON(tree)
+	// The canonical form is about as long as the body (white space out,
+	// escapes in): sized so, it is built without regrowing.
+	canon, err := appendCanonical(make([]byte, 0, len(raw)+len(raw)/8), tree)
 	if err != nil {
 		return nil, nil, nil, checkpointProblems([]Problem{{Path: "", Message: "document cannot be encoded canonically"}})
+	}
+	if accepted {
+		if doc, ok := documentFromTree(tree); ok {
+			return tree, canon, doc, nil
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(canon))
 	dec.DisallowUnknownFields()

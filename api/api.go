@@ -27,6 +27,7 @@ type Store interface {
 	lease.Store
 	reconcile.Store
 	DrainStore
+	FeedStore
 	LastReconcileReport(ctx context.Context) (json.RawMessage, error)
 	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
 	CreateSession(ctx context.Context, in store.NewSession) (*checkpointd.Session, error)
@@ -99,6 +100,17 @@ type Deps struct {
 	// memory while the store cannot record them (default 10 000); past it
 	// every active session blocks the running drain (docs/drain.md).
 	MaxUnrecordedFailures int
+	// WatchStop, when closed, ends every GET /v1/watch stream: serve closes
+	// it as the server shuts down, which would otherwise wait for streams
+	// that never go idle.
+	WatchStop <-chan struct{}
+	// WatchKeepAlive, WatchBacklog, WatchBuffer and WatchWriteTimeout tune
+	// the change feed (defaults DefaultWatch…; docs/watch.md). A negative
+	// WatchBacklog bounds a resume only by the event log's retention.
+	WatchKeepAlive    time.Duration
+	WatchBacklog      time.Duration
+	WatchBuffer       int
+	WatchWriteTimeout time.Duration
 }
 
 type api struct {
@@ -108,6 +120,12 @@ type api struct {
 	// unrecorded holds the failed checkpoint writes the store could not
 	// record yet (writefailures.go).
 	unrecorded unrecordedFailures
+	// hub reads the change feed once for every watcher (watch_hub.go).
+	hub                               *feedHub
+	watchStop                         <-chan struct{}
+	watchKeepAlive, watchWriteTimeout time.Duration
+	watchBacklog                      time.Duration
+	watchBuffer                       int
 }
 
 // New returns the HTTP handler of the whole API.
@@ -134,6 +152,7 @@ func New(d Deps) http.Handler {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.log = slog.New(LogHandler(a.log.Handler()))
+	a.initWatch()
 	if a.Errors == nil {
 		a.Errors = errlog.New(d.Store, a.log, d.Metrics)
 	}
@@ -189,6 +208,7 @@ func New(d Deps) http.Handler {
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/complete", a.handle(a.completeDrain))
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/cancel", a.handle(a.cancelDrain))
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/errors", a.handle(a.listErrors))
+		r.With(a.require(checkpointd.RoleReader)).Get("/v1/watch", a.handle(a.watch))
 	})
 	allow.build(r)
 	return r

@@ -39,7 +39,8 @@ func TestHeadServesEveryGetRoute(t *testing.T) {
 		}
 		paths := map[string]bool{"/v1/nothing": true} // a 404 stays a 404
 		for _, rt := range accessRoutes {
-			if rt.method == "GET" {
+			// A watch stream's GET never ends: TestWatchRequests checks its HEAD.
+			if rt.method == "GET" && rt.pattern != "/v1/watch" {
 				paths[strings.ReplaceAll(rt.path, "{id}", id)] = true
 			}
 		}

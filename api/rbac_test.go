@@ -94,6 +94,9 @@ var accessRoutes = []accessRoute{
 	// Durable errors are daemon-wide: listing is never forbidden, it is
 	// filtered by scope (TestErrorsScoped).
 	{"GET", "/v1/errors", "/v1/errors", checkpointd.RoleReader, false, 200, nil},
+	// The feed filtered to one session: the session must be in scope. Sent
+	// as HEAD (headers only): a GET that succeeds streams until closed.
+	{"GET", "/v1/watch", "/v1/watch?session={id}", checkpointd.RoleReader, true, 200, nil},
 }
 
 // roleRank orders token roles as §5 does: each role may do what the ones
@@ -188,7 +191,11 @@ func TestAccessMatrix(t *testing.T) {
 						}
 						// A drain left running would refuse the next cells' sessions.
 						defer h.do("POST", "/v1/drain/cancel", h.operator, nil)
-						r := h.do(rt.method, strings.ReplaceAll(rt.path, "{id}", f.id), c.token, body).expect(t, status, code)
+						method := rt.method
+						if rt.pattern == "/v1/watch" {
+							method = http.MethodHead
+						}
+						r := h.do(method, strings.ReplaceAll(rt.path, "{id}", f.id), c.token, body).expect(t, status, code)
 						if status == http.StatusUnauthorized && r.header.Get("WWW-Authenticate") == "" {
 							t.Errorf("401 without WWW-Authenticate")
 						}

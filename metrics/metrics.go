@@ -50,6 +50,8 @@ type Metrics struct {
 	httpDuration       *prometheus.HistogramVec
 	webhookAnswer      prometheus.Histogram
 	settleDur          prometheus.Histogram
+	watchers           prometheus.Gauge
+	watchDropped       *prometheus.CounterVec
 }
 
 // New registers every metric, and the Go runtime and process collectors,
@@ -117,6 +119,11 @@ func New() *Metrics {
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "http_request_duration_seconds",
 		Help: "HTTP request latency by method and route pattern.", Buckets: prometheus.DefBuckets}, []string{"method", "route"})
 	f(m.httpDuration)
+	m.watchers = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "watchers",
+		Help: "Open GET /v1/watch streams on this replica."})
+	f(m.watchers)
+	m.watchDropped = counter("watch_dropped_total",
+		"Watch streams this replica ended because the client fell behind: slow_client (its buffer filled), write_timeout (a write blocked).", "reason")
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.SetDrainState(DrainNone)
@@ -397,4 +404,26 @@ func statusClass(status int) string {
 		return "5xx"
 	}
 	return "other"
+}
+
+// Reasons a watch stream is dropped.
+const (
+	WatchSlowClient   = "slow_client"
+	WatchWriteTimeout = "write_timeout"
+)
+
+// SetWatchers sets the number of open watch streams.
+func (m *Metrics) SetWatchers(n int) {
+	if m == nil {
+		return
+	}
+	m.watchers.Set(float64(n))
+}
+
+// WatchDropped counts a watch stream ended because its client fell behind.
+func (m *Metrics) WatchDropped(reason string) {
+	if m == nil {
+		return
+	}
+	m.watchDropped.WithLabelValues(oneOf(reason, []string{WatchSlowClient, WatchWriteTimeout})).Inc()
 }

@@ -30,6 +30,8 @@ func TestNilMetricsCountNothing(t *testing.T) {
 	m.ErrorRecorded(checkpointd.ErrorSourceWebhook)
 	m.ErrorDropped(checkpointd.ErrorSourceWebhook, metrics.DropRateLimited)
 	m.HTTPRequest("GET", "/healthz", 200, time.Millisecond)
+	m.SetWatchers(2)
+	m.WatchDropped(metrics.WatchSlowClient)
 	if m.Registry() != nil {
 		t.Error("a nil Metrics has a registry")
 	}

@@ -119,8 +119,10 @@ func (r *releases) signal() {
 }
 
 // committed is told of every write transaction that committed: the store
-// answers again, so the releases that failed are made now.
+// answers again, so the releases that failed are made now; and the feed
+// readers of this process look for new events.
 func (s *Store) committed() {
+	s.feed.wake()
 	if s.releases.waiting.Load() {
 		s.releases.signal()
 	}

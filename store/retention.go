@@ -135,6 +135,9 @@ func (s *Store) ApplyRetention(ctx context.Context, p Retention) (RetentionCount
 		{p.EventAge > 0, &c.Events, func(ctx context.Context) (int64, bool, error) {
 			return s.pruneEvents(ctx, now.Add(-p.EventAge), p.Batch)
 		}},
+		{p.EventAge > 0, &c.Events, func(ctx context.Context) (int64, bool, error) {
+			return s.pruneDrainFeed(ctx, now.Add(-p.EventAge))
+		}},
 		{p.DeliveryAge > 0, &c.Deliveries, func(ctx context.Context) (int64, bool, error) {
 			return s.pruneDeliveries(ctx, now.Add(-p.DeliveryAge), p.Batch)
 		}},
@@ -296,6 +299,20 @@ func (s *Store) pruneEvents(ctx context.Context, before time.Time, batch int) (i
 		n = 0
 	}
 	return n, more && n > 0, err
+}
+
+// pruneDrainFeed deletes the drain changes of the change feed older than
+// before, with the events: a few rows per drain, so in one statement.
+func (s *Store) pruneDrainFeed(ctx context.Context, before time.Time) (int64, bool, error) {
+	var n int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, tx.Rebind(`DELETE FROM drain_feed WHERE at < ?`), micros(before))
+		if err == nil {
+			n, _ = res.RowsAffected()
+		}
+		return err
+	})
+	return n, false, err
 }
 
 // pruneDeliveries deletes up to batch delivery records received before

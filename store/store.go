@@ -87,6 +87,13 @@ type Store struct {
 	// creating transaction once its "not draining" check passed: the window
 	// a concurrent drain must not slip through, held open on purpose.
 	afterDrainCheck func(ctx context.Context, tx *sqlx.Tx)
+	// url is the PostgreSQL URL, for the LISTEN connections of the token
+	// cache and the feed; "" on SQLite. tokens is the authentication cache
+	// (tokencache.go); feed wakes this process's feed readers after a
+	// commit (feed_wake.go).
+	url    string
+	tokens tokenCache
+	feed   feedWaiters
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -133,7 +140,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		db.SetMaxOpenConns(32)
 		db.SetMaxIdleConns(32)
 		db.SetConnMaxIdleTime(5 * time.Minute)
-		s.dialect, s.rdb, s.wdb = migrations.Postgres, db, db
+		s.dialect, s.rdb, s.wdb, s.url = migrations.Postgres, db, db, cfg.URL
 	} else {
 		if cfg.URL == "" {
 			return nil, errors.New("store: no database path")
@@ -198,6 +205,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Its Idempotency-Key claims are then free for every replica.
 func (s *Store) Close() error {
 	s.closeReadiness()
+	s.closeTokenListener()
 	s.stopReleases()
 	if s.group != nil {
 		s.group.close()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -73,8 +74,28 @@ func (r tokenRow) token() checkpointd.Token {
 }
 
 // Authenticate returns the principal of an unrevoked token by the hash of its
-// secret. Errors: ErrUnauthorized, ErrStoreUnavailable.
+// secret. On PostgreSQL it may answer from the authentication cache
+// (tokencache.go): a token revoked elsewhere works here for at most 1 s.
+// Errors: ErrUnauthorized, ErrStoreUnavailable.
 func (s *Store) Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error) {
+	if s.url == "" {
+		return s.authenticate(ctx, secretHash)
+	}
+	s.startTokenListener()
+	sent := time.Now()
+	p, gen, fill := s.tokens.lookup(secretHash, sent)
+	if p != nil {
+		return p, nil
+	}
+	p, err := s.authenticate(ctx, secretHash)
+	if err == nil && fill {
+		s.tokens.fill(secretHash, *p, gen, sent)
+	}
+	return p, err
+}
+
+// authenticate looks the token up in the database.
+func (s *Store) authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error) {
 	var r tokenRow
 	st, err := s.prepared(ctx, s.rdb, `SELECT id, name, role, scopes, created_at, revoked_at FROM api_tokens WHERE hash = ? AND revoked_at IS NULL`)
 	if err == nil {
@@ -103,9 +124,11 @@ func (s *Store) ListTokens(ctx context.Context) ([]checkpointd.Token, error) {
 	return out, nil
 }
 
-// RevokeToken revokes a token by id. Errors: ErrNotFound, ErrStoreUnavailable.
+// RevokeToken revokes a token by id: at once on this store, within 1 s on
+// every other replica (tokencache.go). Errors: ErrNotFound,
+// ErrStoreUnavailable.
 func (s *Store) RevokeToken(ctx context.Context, id string) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`), micros(s.now()), id)
 		if err != nil {
 			return err
@@ -113,6 +136,9 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return checkpointd.ErrNotFound
 		}
-		return nil
+		return s.notifyRevoked(ctx, tx, id)
 	})
+	// Also after a failure: a commit whose answer was lost may have revoked.
+	s.tokens.drop(id)
+	return err
 }

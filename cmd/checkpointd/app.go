@@ -100,6 +100,7 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			eventsCommand(from, clientFlags, stdout),
 			errorsCommand(from, clientFlags, stdout),
 			mcpCommand(clientFlagsWith("agent token the tools act with (required; the bridge reads no token file)")),
+			watchCommand(from, clientFlags, stdout),
 			{
 				Name:  "version",
 				Usage: "print the version",

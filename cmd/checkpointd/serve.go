@@ -184,6 +184,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	case len(verifier.Secrets) == 0:
 		log.Warn("webhooks: no --webhook-secret set; every delivery is refused")
 	}
+	// Closed as the server shuts down: watch streams never go idle, and
+	// Shutdown would wait for them until its timeout.
+	watchStop := make(chan struct{})
 	deps := api.Deps{
 		Store: s, Leases: leases, Workflow: wf, DigestKey: keys.DigestKey(),
 		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log, Metrics: m, Errors: errs},
@@ -191,6 +194,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		Verifier: reconciler, Metrics: m, Errors: errs,
 		Evidence: checkpointd.EvidenceSources{Webhooks: len(verifier.Secrets) > 0 || verifier.AllowUnsigned,
 			Forge: reconciler.Forge != nil},
+		WatchStop: watchStop, WatchBacklog: watchBacklog(retention.EventAge),
 	}
 	// The drain gauges mirror the store at every scrape: another replica
 	// may have started or ended the drain, and a restart keeps a running
@@ -234,6 +238,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(func() { close(watchStop) })
 	metricsAddr := ""
 	if metricsLn != nil {
 		metricsAddr = metricsLn.Addr().String()
@@ -262,6 +267,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	var workers errgroup.Group
 	workers.Go(func() error { return s.RunExclusive(gctx, workLeaseExpiry, leases.Run) })
 	workers.Go(func() error { return s.RunSettle(gctx) })
+	workers.Go(func() error { return s.RunExclusive(gctx, workRunLiveness, s.RunUnresponsive) })
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
 	workers.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
@@ -306,11 +312,23 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	return err
 }
 
+// watchBacklog is how far back a watch resume reaches: a day, or less when
+// the event log keeps less (--retain-events): a resume from before what
+// retention kept would miss what it pruned.
+func watchBacklog(eventAge time.Duration) time.Duration {
+	if eventAge > 0 && eventAge < api.DefaultWatchBacklog {
+		return eventAge
+	}
+	return api.DefaultWatchBacklog
+}
+
 // The kinds of background work, each run by one replica at a time.
 const (
 	workLeaseExpiry = "lease-expiry"
 	workReconcile   = "reconcile"
 	workRetention   = "retention"
+	// workRunLiveness records run.unresponsive events for the change feed.
+	workRunLiveness = "run-liveness"
 )
 
 func workflowFrom(c *cli.Command) (checkpointd.Workflow, error) {

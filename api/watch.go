@@ -1,0 +1,256 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/metrics"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// Watch defaults (docs/watch.md).
+const (
+	// DefaultWatchKeepAlive is how often an idle stream gets a comment, so
+	// proxies keep it open (DESIGN §6: 15 s).
+	DefaultWatchKeepAlive = 15 * time.Second
+	// DefaultWatchBacklog is how far back a Last-Event-ID may reach: past
+	// it, the client gets a reset and the current state.
+	DefaultWatchBacklog = 24 * time.Hour
+	// DefaultWatchBuffer is how many changes may wait for one client; one
+	// more drops it.
+	DefaultWatchBuffer = 1024
+	// DefaultWatchWriteTimeout bounds one write to a client: a client that
+	// stops reading is dropped after it, without holding anything else.
+	DefaultWatchWriteTimeout = 10 * time.Second
+	// maxWatchBacklogEvents bounds a resume by count too: a client further
+	// behind is reset rather than replayed.
+	maxWatchBacklogEvents = 100_000
+	// maxWatchState bounds the session events of a reset; past it the
+	// client re-lists with GET /v1/sessions.
+	maxWatchState = 500
+)
+
+// initWatch applies the watch defaults and makes the hub.
+func (a *api) initWatch() {
+	a.watchStop, a.watchKeepAlive, a.watchBacklog = a.WatchStop, a.WatchKeepAlive, a.WatchBacklog
+	a.watchBuffer, a.watchWriteTimeout = a.WatchBuffer, a.WatchWriteTimeout
+	if a.watchKeepAlive <= 0 {
+		a.watchKeepAlive = DefaultWatchKeepAlive
+	}
+	switch {
+	case a.watchBacklog == 0:
+		a.watchBacklog = DefaultWatchBacklog
+	case a.watchBacklog < 0:
+		a.watchBacklog = 0 // no bound but retention
+	}
+	if a.watchBuffer <= 0 {
+		a.watchBuffer = DefaultWatchBuffer
+	}
+	if a.watchWriteTimeout <= 0 {
+		a.watchWriteTimeout = DefaultWatchWriteTimeout
+	}
+	a.hub = &feedHub{st: a.Store, log: a.log, metrics: a.Metrics}
+}
+
+// watchFilter is what one stream wants.
+type watchFilter struct {
+	who     *checkpointd.Principal
+	session string
+	repo    string // owner/name or owner/*; "" for all
+}
+
+// match reports whether the stream gets e: drains go to every stream,
+// once; a session's changes to the streams whose token and filters cover
+// it.
+func (f *watchFilter) match(e store.FeedEvent) bool {
+	if e.DrainID != "" {
+		return true
+	}
+	if !f.who.InScope(e.Repo) {
+		return false
+	}
+	if f.session != "" && e.SessionID != f.session {
+		return false
+	}
+	return f.repo == "" || repoMatches(f.repo, e.Repo)
+}
+
+// repoMatches applies a repo filter (owner/name or owner/*) as a scope.
+func repoMatches(filter, repo string) bool {
+	return checkpointd.Principal{Role: checkpointd.RoleReader, Scope: []string{filter}}.InScope(repo)
+}
+
+// parseWatch validates the query and Last-Event-ID before the stream
+// starts: a bad one is a 422 problem, a session out of scope 403, an
+// unknown one 404.
+func (a *api) parseWatch(r *http.Request) (*watchFilter, error) {
+	q := r.URL.Query()
+	f := &watchFilter{who: principal(r), session: q.Get("session"), repo: q.Get("repo")}
+	var ps []checkpointd.Problem
+	if q.Has("session") && !checkpointd.ValidID(f.session) {
+		ps = append(ps, checkpointd.Problem{Path: "session", Message: "must be a session id"})
+	}
+	if q.Has("repo") && !checkpointd.ValidScope(f.repo) {
+		ps = append(ps, checkpointd.Problem{Path: "repo", Message: "must be owner/name or owner/*"})
+	}
+	if ps != nil {
+		return nil, &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
+	}
+	if f.session != "" {
+		repo, err := a.Store.SessionRepo(r.Context(), f.session)
+		if err != nil {
+			return nil, err
+		}
+		if err := inScope(r, repo); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// watch serves GET /v1/watch: the change feed as Server-Sent Events
+// (docs/watch.md).
+func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
+	f, err := a.parseWatch(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	var from store.FeedPos
+	resetReason := ""
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		from, err = a.Store.ParseFeedPos(ctx, id, a.watchBacklog)
+		var re *store.FeedResetError
+		switch {
+		case errors.As(err, &re):
+			resetReason = re.Reason
+		case err != nil:
+			return err
+		}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	wt := newWatcher(f.match, a.watchBuffer)
+	head, err := a.hub.join(ctx, wt)
+	if err != nil {
+		h.Del("Content-Type") // the problem's own
+		return err
+	}
+	defer a.hub.leave(wt)
+	// A dropped client is counted once, however its stream ends: a write
+	// that fails on its dead connection also cancels the request.
+	counted := false
+	s := newSSE(w, a.watchWriteTimeout)
+	defer func() {
+		if counted {
+			return
+		}
+		select {
+		case <-wt.dropped:
+			a.Metrics.WatchDropped(wt.reason)
+		default:
+			if s.timedOut {
+				a.Metrics.WatchDropped(metrics.WatchWriteTimeout)
+			}
+		}
+	}()
+	w.WriteHeader(http.StatusOK)
+	if err := s.comment("watching"); err != nil {
+		return nil
+	}
+	if !from.IsZero() {
+		reason, err := a.sendBacklog(ctx, s, f, from, head)
+		if err != nil {
+			return a.endStream(s, err)
+		}
+		resetReason = reason
+	}
+	if resetReason != "" {
+		if err := a.sendState(ctx, s, f, resetReason, head); err != nil {
+			return a.endStream(s, err)
+		}
+	}
+	// A client resuming from another replica's id may be ahead of this
+	// replica's reader: what the reader hands on next it partly has.
+	seen := func(store.FeedEvent) bool { return false }
+	if !from.IsZero() && resetReason == "" {
+		seen = from.Covers()
+	}
+	keep := time.NewTicker(a.watchKeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case e := <-wt.ch:
+			if seen(e) {
+				continue
+			}
+			if err := s.event(e.Pos.String(), feedType(e), feedData(e)); err != nil {
+				return a.endStream(s, err)
+			}
+		case <-keep.C:
+			if err := s.comment("keep-alive"); err != nil {
+				return a.endStream(s, err)
+			}
+		case <-wt.dropped:
+			a.Metrics.WatchDropped(wt.reason)
+			counted = true
+			_ = s.event("", "error", map[string]any{"reason": wt.reason,
+				"detail": "the client fell behind the change feed; reconnect with Last-Event-ID"})
+			return nil
+		case <-a.watchStop:
+			_ = s.comment("shutting down")
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// endStream ends a stream whose write or read failed. The answer has
+// started: the problem cannot be a status any more, so a store failure is
+// an error event (and the log's), a failed write just the end.
+func (a *api) endStream(s *sse, err error) error {
+	if errors.As(err, new(*writeError)) {
+		return nil // watch counts a client that stopped reading
+	}
+	a.log.Warn("watch stream ended", "err", safeText(err.Error()))
+	_ = s.event("", "error", map[string]any{"reason": problemFor(err).Code, "detail": "reconnect with Last-Event-ID"})
+	return nil
+}
+
+// sendBacklog sends what the client missed: the changes after from up to
+// the hub's head, after which its buffer takes over. It answers a reset
+// reason instead when the client is too far behind.
+func (a *api) sendBacklog(ctx context.Context, s *sse, f *watchFilter, from, head store.FeedPos) (string, error) {
+	n := 0
+	for {
+		evs, next, more, err := a.Store.ReadFeed(ctx, from, head, feedPage)
+		if err != nil {
+			return "", err
+		}
+		if n += len(evs); n > maxWatchBacklogEvents {
+			return store.FeedResetTooOld, nil
+		}
+		for _, e := range evs {
+			if !f.match(e) {
+				continue
+			}
+			if err := s.event(e.Pos.String(), feedType(e), feedData(e)); err != nil {
+				return "", err
+			}
+		}
+		if !more {
+			return "", nil
+		}
+		from = next
+	}
+}
