@@ -132,7 +132,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if os.Getenv("CHECKPOINTD_SCREENSHOTS") == "" {
 		return
 	}
-	png := get(t, ctx, chromedp.FullScreenshot(90))
+	png := get(t, ctx, chromedp.FullScreenshot(100))
 	if err := os.WriteFile(filepath.Join("..", "docs", "console", name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,13 @@ func (c *console) checkpoint(t *testing.T, s *agentSession, head, stage, waiting
 // push delivers a signed Gitea push saying branch is at head.
 func (c *console) push(t *testing.T, delivery, branch, head string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/" + branch, "before": strings.Repeat("e", 40), "after": head,
+	c.pushFrom(t, delivery, branch, strings.Repeat("e", 40), head)
+}
+
+// pushFrom is a push that moves branch from before to head.
+func (c *console) pushFrom(t *testing.T, delivery, branch, before, head string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/" + branch, "before": before, "after": head,
 		"repository": map[string]any{"id": 7, "full_name": "acme/widgets"}})
 	mac := hmac.New(sha256.New, []byte(webhookSecret))
 	mac.Write(body)
@@ -141,7 +147,7 @@ func TestFleetAndDrain(t *testing.T) {
 	screenshot(t, ctx, "fleet")
 
 	// The branch of A moves: the open page turns its row stale by itself.
-	c.push(t, "d-a2", "fix-a", head(3))
+	c.pushFrom(t, "d-a2", "fix-a", head(1), head(3))
 	waitRow(t, ctx, a.id, "stale")
 	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.getAttribute("data-updated") || ""`)); n == "" {
 		t.Error("the row changed without the live update (a reload?)")
