@@ -25,6 +25,7 @@ import (
 	"github.com/checkpointd/checkpointd/mcp"
 	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/ui"
 	"github.com/checkpointd/checkpointd/webhook"
 )
 
@@ -222,11 +223,10 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		deps.MetricsHandler = m.Handler()
 	}
 	apiHandler := api.New(deps)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: version(),
-		AllowedOrigins: c.StringSlice("mcp-allowed-origin")}))
-	mux.Handle("/", apiHandler)
-	handler := http.Handler(mux)
+	handler := routes(apiHandler,
+		mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: version(),
+			AllowedOrigins: c.StringSlice("mcp-allowed-origin")}),
+		ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: wf.Stages, ForgeURL: reconciler.ForgeURL, Logger: log}))
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)

@@ -1,0 +1,124 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+type sessionKey struct{}
+
+func sessionOf(r *http.Request) *consoleSession {
+	s, _ := r.Context().Value(sessionKey{}).(*consoleSession)
+	return s
+}
+
+// loginPage asks for a token. A person already signed in goes to the fleet.
+func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(cookieName); err == nil && c.sessions.get(ck.Value) != nil {
+		http.Redirect(w, r, "/ui/", http.StatusFound)
+		return
+	}
+	c.render(w, r, http.StatusOK, "login", view{Title: "Sign in"})
+}
+
+// login checks the pasted token once and starts a console session for it.
+// Agent tokens are refused: the console is for people.
+func (c *console) login(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		c.renderError(w, r, nil, http.StatusForbidden, "the sign-in form came from another site")
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	fail := func(status int, msg string) {
+		c.render(w, r, status, "login", view{Title: "Sign in", Error: msg})
+	}
+	if token == "" {
+		fail(http.StatusUnprocessableEntity, "Paste a reader or operator token.")
+		return
+	}
+	p, err := c.Authenticate(r.Context(), checkpointd.HashToken(token))
+	switch {
+	case errors.Is(err, checkpointd.ErrStoreUnavailable):
+		fail(http.StatusServiceUnavailable, "The daemon cannot reach its database right now; try again.")
+		return
+	case err != nil:
+		fail(http.StatusUnauthorized, "That token is not valid: unknown or revoked.")
+		return
+	case p.Role == checkpointd.RoleAgent:
+		fail(http.StatusForbidden, "Agent tokens cannot sign in: the console is for people. Use a reader or operator token.")
+		return
+	}
+	id, _ := c.sessions.create(token, *p)
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/ui", HttpOnly: true,
+		Secure: r.TLS != nil || c.SecureCookies, SameSite: http.SameSiteStrictMode})
+	c.Logger.InfoContext(r.Context(), "console sign-in", "token_id", p.TokenID, "role", string(p.Role))
+	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+}
+
+// logout ends the session on the server and clears the cookie.
+func (c *console) logout(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(cookieName); err == nil {
+		c.sessions.end(ck.Value)
+	}
+	clearCookie(w)
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+func clearCookie(w http.ResponseWriter) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/ui", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode})
+}
+
+// signedIn admits requests of a live console session; others go to the
+// sign-in page. Every state-changing request must carry the session's CSRF
+// token and, when the browser says where it came from, come from here.
+func (c *console) signedIn(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var s *consoleSession
+		if ck, err := r.Cookie(cookieName); err == nil {
+			s = c.sessions.get(ck.Value)
+		}
+		if s == nil {
+			clearCookie(w)
+			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost && (!sameOrigin(r) || !s.validCSRF(r)) {
+			c.renderError(w, r, s, http.StatusForbidden, "this form's security token is missing or wrong (CSRF): reload the page and try again")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, s)))
+	})
+}
+
+// operatorOnly refuses actions to readers (the API would too; this says
+// so before asking it).
+func (c *console) operatorOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := sessionOf(r); !s.operator() {
+			c.renderError(w, r, s, http.StatusForbidden, "only an operator token may act; this one is a "+string(s.principal.Role)+" token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin is false when the browser says the request came from another
+// origin (Origin, else Referer); a request that says nothing passes: the
+// CSRF token and SameSite=Strict still hold.
+func sameOrigin(r *http.Request) bool {
+	from := r.Header.Get("Origin")
+	if from == "" || from == "null" {
+		from = r.Header.Get("Referer")
+	}
+	if from == "" {
+		return r.Header.Get("Origin") != "null"
+	}
+	u, err := url.Parse(from)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
+}

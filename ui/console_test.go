@@ -1,0 +1,215 @@
+package ui_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/store"
+)
+
+// client is a browser-like HTTP client with a cookie jar that does not
+// follow redirects, so the tests see where each answer leads.
+func (c *console) client(t *testing.T) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (c *console) send(t *testing.T, hc *http.Client, method, path string, form url.Values, header ...string) answer {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, _ := http.NewRequest(method, c.URL+path, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+// login signs hc in with token and returns the CSRF token of its pages.
+func (c *console) login(t *testing.T, hc *http.Client, token string) string {
+	t.Helper()
+	a := c.send(t, hc, "POST", "/ui/login", url.Values{"token": {token}})
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/" {
+		t.Fatalf("sign-in: %d %s\n%s", a.status, a.header.Get("Location"), a.body)
+	}
+	page := c.send(t, hc, "GET", "/ui/drain", nil)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page.body)
+	if m == nil {
+		t.Fatalf("no CSRF token on the drain page:\n%s", page.body)
+	}
+	return m[1]
+}
+
+func TestSecurityHeadersOnEveryPage(t *testing.T) {
+	c := newConsole(t)
+	hc := c.client(t)
+	c.login(t, hc, c.operator)
+	for _, path := range []string{"/ui/login", "/ui/", "/ui/drain", "/ui/leases", "/ui/errors", "/ui/reconcile", "/ui/nope", "/ui/static/console.css"} {
+		a := c.send(t, hc, "GET", path, nil)
+		csp := a.header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") ||
+			!strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe") {
+			t.Errorf("%s: CSP %q", path, csp)
+		}
+		if a.header.Get("X-Frame-Options") != "DENY" || a.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: X-Frame-Options %q, X-Content-Type-Options %q", path, a.header.Get("X-Frame-Options"), a.header.Get("X-Content-Type-Options"))
+		}
+		if strings.Contains(a.body, "<script>") || strings.Contains(a.body, " style=") || strings.Contains(a.body, " onclick=") {
+			t.Errorf("%s has inline script or style, which the CSP forbids", path)
+		}
+	}
+}
+
+func TestSessionCookie(t *testing.T) {
+	c := newConsole(t)
+	hc := c.client(t)
+	a := c.send(t, hc, "POST", "/ui/login", url.Values{"token": {c.reader}})
+	cookies := (&http.Response{Header: a.header}).Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("cookies %v", cookies)
+	}
+	ck := cookies[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/ui" || ck.Secure {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/ui, not Secure over plain HTTP", ck)
+	}
+	if strings.Contains(ck.Value, c.reader) || ck.Value == checkpointd.HashToken(c.reader) {
+		t.Error("the cookie carries the token")
+	}
+	for _, path := range []string{"/ui/", "/ui/drain"} {
+		if strings.Contains(c.send(t, hc, "GET", path, nil).body, c.reader) {
+			t.Errorf("%s shows the token", path)
+		}
+	}
+}
+
+func TestSignInRefusals(t *testing.T) {
+	c := newConsole(t)
+	for _, tc := range []struct {
+		name, token string
+		status      int
+		says        string
+	}{
+		{"empty", "", 422, "Paste a reader or operator token"},
+		{"unknown", "cpd_not-a-token", 401, "not valid"},
+		{"agent", c.agent, 403, "Agent tokens cannot sign in"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hc := c.client(t)
+			a := c.send(t, hc, "POST", "/ui/login", url.Values{"token": {tc.token}})
+			if a.status != tc.status || !strings.Contains(a.body, tc.says) || len((&http.Response{Header: a.header}).Cookies()) != 0 {
+				t.Errorf("%d %q, want %d saying %q and no cookie", a.status, a.body, tc.status, tc.says)
+			}
+		})
+	}
+	hc := c.client(t)
+	a := c.send(t, hc, "POST", "/ui/login", url.Values{"token": {c.reader}}, "Origin", "http://evil.example")
+	if a.status != http.StatusForbidden {
+		t.Errorf("a sign-in posted from another site: %d", a.status)
+	}
+}
+
+// TestCSRF: a state-changing form without the session's CSRF token, with
+// a wrong one, or from another origin is refused and changes nothing.
+func TestCSRF(t *testing.T) {
+	c := newConsole(t)
+	hc := c.client(t)
+	csrf := c.login(t, hc, c.operator)
+	for _, tc := range []struct {
+		name   string
+		form   url.Values
+		header []string
+	}{
+		{"no token", url.Values{"reason": {"forged"}}, nil},
+		{"wrong token", url.Values{"reason": {"forged"}, "csrf": {"x" + csrf}}, nil},
+		{"other origin", url.Values{"reason": {"forged"}, "csrf": {csrf}}, []string{"Origin", "http://evil.example"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := c.send(t, hc, "POST", "/ui/drain/start", tc.form, tc.header...)
+			if a.status != http.StatusForbidden || !strings.Contains(a.body, "CSRF") {
+				t.Errorf("%d %s", a.status, a.body)
+			}
+		})
+	}
+	if d, err := c.store.DrainStatus(t.Context(), storeDrainQuery()); err != nil || d.Drain != nil {
+		t.Fatalf("a refused form started a drain: %+v %v", d, err)
+	}
+	a := c.send(t, hc, "POST", "/ui/drain/start", url.Values{"reason": {"deploy"}, "csrf": {csrf}}, "Origin", c.URL)
+	if a.status != http.StatusSeeOther {
+		t.Fatalf("the real form: %d %s", a.status, a.body)
+	}
+	if d, err := c.store.DrainStatus(t.Context(), storeDrainQuery()); err != nil || d.Drain == nil {
+		t.Fatalf("the real form started no drain: %v", err)
+	}
+}
+
+// TestReaderCannotAct: a reader's pages have no action buttons, and a
+// reader's forged action is refused before the API is asked.
+func TestReaderCannotAct(t *testing.T) {
+	c := newConsole(t)
+	hc := c.client(t)
+	csrf := c.login(t, hc, c.reader)
+	for _, path := range []string{"/ui/drain", "/ui/reconcile", "/ui/leases"} {
+		body := c.send(t, hc, "GET", path, nil).body
+		for _, b := range []string{">Park<", ">End<", ">Release<", ">Force-clear<", ">Start drain<", ">Complete drain<", ">Cancel drain<", ">Reconcile now<"} {
+			if strings.Contains(body, b) {
+				t.Errorf("%s shows %s to a reader", path, b)
+			}
+		}
+	}
+	a := c.send(t, hc, "POST", "/ui/drain/start", url.Values{"reason": {"x"}, "csrf": {csrf}})
+	if a.status != http.StatusForbidden || !strings.Contains(a.body, "only an operator") {
+		t.Errorf("reader starting a drain: %d %s", a.status, a.body)
+	}
+}
+
+// TestRevokedTokenEndsTheSession: once the API refuses the token, the
+// console session ends and leads to sign-in.
+func TestRevokedTokenEndsTheSession(t *testing.T) {
+	c := newConsole(t)
+	hc := c.client(t)
+	c.login(t, hc, c.reader)
+	toks, err := c.store.ListTokens(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range toks {
+		if tok.Role == checkpointd.RoleReader {
+			if err := c.store.RevokeToken(t.Context(), tok.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a := c.send(t, hc, "GET", "/ui/drain", nil)
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/login" {
+		t.Fatalf("after the revocation: %d %s", a.status, a.header.Get("Location"))
+	}
+	if a := c.send(t, hc, "GET", "/ui/", nil); a.header.Get("Location") != "/ui/login" {
+		t.Errorf("the session outlived its token: %d", a.status)
+	}
+}
+
+func storeDrainQuery() store.DrainQuery { return store.DrainQuery{Limit: 1} }

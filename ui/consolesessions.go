@@ -1,0 +1,106 @@
+package ui
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// cookieName is the console's session cookie. Its value is a random id;
+// the token it stands for stays on the server (DESIGN §14).
+const cookieName = "checkpointd_console"
+
+// consoleSession is one signed-in person: the token they pasted (kept in
+// memory, never sent back), what it authenticated as, and the CSRF token
+// every form of theirs carries.
+type consoleSession struct {
+	token     string
+	principal checkpointd.Principal
+	csrf      string
+	lastUsed  time.Time
+}
+
+// operator says whether the session may act (and sees action buttons).
+func (s *consoleSession) operator() bool { return s.principal.Role == checkpointd.RoleOperator }
+
+// sessions keeps console sessions by the SHA-256 of their cookie value, so
+// a memory dump does not hand out cookies. Sessions live in this replica's
+// memory: a restart signs everyone out, and behind a load balancer the
+// console needs sticky routing (docs/console.md).
+type sessions struct {
+	mu   sync.Mutex
+	m    map[[32]byte]*consoleSession
+	idle time.Duration
+	now  func() time.Time
+}
+
+func newSessions(idle time.Duration, now func() time.Time) *sessions {
+	return &sessions{m: map[[32]byte]*consoleSession{}, idle: idle, now: now}
+}
+
+func randomString() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// create starts a session for token and returns its cookie value.
+func (ss *sessions) create(token string, p checkpointd.Principal) (string, *consoleSession) {
+	id := randomString()
+	s := &consoleSession{token: token, principal: p, csrf: randomString(), lastUsed: ss.now()}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.sweep()
+	ss.m[sha256.Sum256([]byte(id))] = s
+	return id, s
+}
+
+// get returns the live session of a cookie value, or nil.
+func (ss *sessions) get(id string) *consoleSession {
+	if id == "" {
+		return nil
+	}
+	k := sha256.Sum256([]byte(id))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.m[k]
+	if s == nil {
+		return nil
+	}
+	now := ss.now()
+	if now.Sub(s.lastUsed) > ss.idle {
+		delete(ss.m, k)
+		return nil
+	}
+	s.lastUsed = now
+	return s
+}
+
+// end forgets a session (sign out; a token the API no longer accepts).
+func (ss *sessions) end(id string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.m, sha256.Sum256([]byte(id)))
+}
+
+// sweep drops idle sessions; the caller holds mu.
+func (ss *sessions) sweep() {
+	now := ss.now()
+	for k, s := range ss.m {
+		if now.Sub(s.lastUsed) > ss.idle {
+			delete(ss.m, k)
+		}
+	}
+}
+
+// validCSRF compares a form's token with the session's in constant time.
+func (s *consoleSession) validCSRF(r *http.Request) bool {
+	got := r.PostFormValue("csrf")
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1
+}

@@ -1,0 +1,263 @@
+package ui_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// agentSession is a session the test's agent drives over the API.
+type agentSession struct {
+	id, run, branch string
+	token           int64
+}
+
+func (c *console) api(t *testing.T, method, path, token string, body any) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, c.URL+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
+
+func (c *console) startSession(t *testing.T, branch, instance string) *agentSession {
+	t.Helper()
+	r := c.api(t, "POST", "/v1/sessions", c.agent, map[string]any{"repo": "acme/widgets", "role": "author", "branch": branch,
+		"agent": map[string]any{"runtime": "claude-code", "model": "claude", "instance": instance}})
+	run := r["run"].(map[string]any)
+	return &agentSession{id: r["session"].(map[string]any)["id"].(string), run: run["id"].(string), branch: branch,
+		token: int64(run["fencing_token"].(float64))}
+}
+
+// checkpoint writes a complete checkpoint at head, waiting on waitingOn.
+func (c *console) checkpoint(t *testing.T, s *agentSession, head, stage, waitingOn string) {
+	t.Helper()
+	doc := map[string]any{"schema_version": 1, "run_id": s.run, "fencing_token": s.token, "role": "author", "stage": stage,
+		"identity":    map[string]any{"runtime": "claude-code"},
+		"target":      map[string]any{"repo": "acme/widgets"},
+		"workspace":   map[string]any{"worktree": "/w/" + s.branch, "branch": s.branch, "head": head, "base": "main"},
+		"next_action": map[string]any{"actor": "author", "action": "run the tests"},
+		"recovery":    map[string]any{"instructions": "git checkout " + s.branch}}
+	if waitingOn != "" {
+		doc["blocker"] = map[string]any{"kind": "review", "summary": "needs a review", "waiting_on": waitingOn}
+	}
+	c.api(t, "POST", "/v1/sessions/"+s.id+"/checkpoints", c.agent, doc)
+}
+
+// push delivers a signed Gitea push saying branch is at head.
+func (c *console) push(t *testing.T, delivery, branch, head string) {
+	t.Helper()
+	c.pushFrom(t, delivery, branch, strings.Repeat("e", 40), head)
+}
+
+// pushFrom is a push that moves branch from before to head.
+func (c *console) pushFrom(t *testing.T, delivery, branch, before, head string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/" + branch, "before": before, "after": head,
+		"repository": map[string]any{"id": 7, "full_name": "acme/widgets"}})
+	mac := hmac.New(sha256.New, []byte(webhookSecret))
+	mac.Write(body)
+	req, _ := http.NewRequest("POST", c.URL+"/webhooks/gitea", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Gitea-Event", "push")
+	req.Header.Set("X-Gitea-Delivery", delivery)
+	req.Header.Set("X-Gitea-Signature", hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("push: %d", resp.StatusCode)
+	}
+}
+
+func head(n byte) string { return strings.Repeat(string("0123456789abcdef"[n%16]), 40) }
+
+// rowText is the fleet row of a session, as the browser shows it.
+func rowText(id string) chromedp.Action[string] {
+	return chromedp.Text(`//table[contains(@class,"fleet")]//tr[contains(., "` + id + `")]`)
+}
+
+// waitRow waits until the session's fleet row contains want.
+func waitRow(t *testing.T, ctx context.Context, id, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		got, _ = chromedp.Run(ctx, rowText(id))
+		if strings.Contains(got, want) {
+			return got
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the row of %s never showed %q; it shows %q", id, want, got)
+	return ""
+}
+
+// TestFleetAndDrain: the fleet shows a stale and an unresponsive session
+// as such; a webhook that makes a session stale reaches the open page
+// without a reload; the drain page blocks, then completes after the
+// unresponsive session is parked.
+func TestFleetAndDrain(t *testing.T) {
+	c := newConsoleWith(t, 2*time.Second)
+	// B will be unresponsive: it checkpoints, is verified, then goes quiet.
+	b := c.startSession(t, "fix-b", "host-2/pid-2")
+	c.checkpoint(t, b, head(2), "testing", "")
+	c.push(t, "d-b", "fix-b", head(2))
+	time.Sleep(2100 * time.Millisecond)
+	// A is live and valid, waiting on a reviewer.
+	a := c.startSession(t, "fix-a", "host-1/pid-1")
+	c.checkpoint(t, a, head(1), "review_requested", "reviewer")
+	c.push(t, "d-a", "fix-a", head(1))
+
+	ctx := browser(t)
+	c.signIn(t, ctx, c.operator)
+	rowA := waitRow(t, ctx, a.id, "valid")
+	for _, want := range []string{"claude-code", "host-1/pid-1", "live", "review_requested", "complete", "reviewer", "author", "fix-a"} {
+		if !strings.Contains(rowA, want) {
+			t.Errorf("the row of A lacks %q: %q", want, rowA)
+		}
+	}
+	if rowB := waitRow(t, ctx, b.id, "unresponsive"); !strings.Contains(rowB, "valid") {
+		t.Errorf("the row of B: %q", rowB)
+	}
+	screenshot(t, ctx, "fleet")
+
+	// The branch of A moves: the open page turns its row stale by itself.
+	c.pushFrom(t, "d-a2", "fix-a", head(1), head(3))
+	waitRow(t, ctx, a.id, "stale")
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.getAttribute("data-updated") || ""`)); n == "" {
+		t.Error("the row changed without the live update (a reload?)")
+	}
+	// A catches up and is valid again.
+	c.checkpoint(t, a, head(3), "addressing_review", "")
+	waitRow(t, ctx, a.id, "valid")
+
+	// The drain: both block until A writes and B is parked.
+	do(t, ctx, chromedp.Navigate(c.URL+"/ui/drain"), chromedp.WaitVisible(button("Start drain")),
+		chromedp.SendKeys(chromedp.ID("reason"), "deploy 2"), chromedp.Click(button("Start drain")),
+		chromedp.WaitVisible(chromedp.CSS("table.blocking")))
+	blocking := get(t, ctx, chromedp.Text(chromedp.CSS("table.blocking")))
+	if !strings.Contains(blocking, a.id) || !strings.Contains(blocking, b.id) || !strings.Contains(blocking, "park") {
+		t.Errorf("blocking: %q", blocking)
+	}
+	screenshot(t, ctx, "drain")
+	c.checkpoint(t, a, head(3), "addressing_review", "")
+	do(t, ctx, chromedp.Navigate(c.URL+"/ui/sessions/"+b.id), chromedp.Click(button("Park")),
+		chromedp.WaitVisible(button("Confirm")))
+	if page := get(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(page, b.id) {
+		t.Errorf("the confirmation does not name the session: %q", page)
+	}
+	do(t, ctx, chromedp.SendKeys(chromedp.ID("reason"), "agent died"), chromedp.Click(button("Confirm")),
+		chromedp.WaitVisible(chromedp.CSS(".flash")))
+	do(t, ctx, chromedp.Navigate(c.URL+"/ui/drain"), chromedp.WaitVisible(button("Complete drain")),
+		chromedp.Click(button("Complete drain")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if page := get(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(page, "completed") {
+		t.Errorf("after complete: %q", page)
+	}
+	screenshot(t, ctx, "drain-completed")
+}
+
+// TestSessionPage: one session in full — the verdict, the latest
+// checkpoint, what changed between two checkpoints, its leases, runs and
+// log; an operator sees the actions, a reader none.
+func TestSessionPage(t *testing.T) {
+	c := newConsole(t)
+	s := c.startSession(t, "fix-s", "host-3/pid-3")
+	c.api(t, "POST", "/v1/leases", c.agent, map[string]any{"resource": map[string]any{"kind": "pr", "repo": "acme/widgets", "number": 34},
+		"session_id": s.id, "run_id": s.run, "ttl_seconds": 600})
+	c.checkpoint(t, s, head(1), "implementing", "")
+	c.checkpoint(t, s, head(2), "blocked", "operator")
+	c.push(t, "d-s", "fix-s", head(2))
+
+	ctx := browser(t)
+	c.signIn(t, ctx, c.operator)
+	do(t, ctx, chromedp.Navigate(c.URL+"/ui/sessions/"+s.id), chromedp.WaitVisible(chromedp.ID("verdict")))
+	page := get(t, ctx, chromedp.Text(chromedp.CSS("main")))
+	for _, want := range []string{s.id, "resumable", "valid", "Latest checkpoint", `"stage": "blocked"`, `"waiting_on": "operator"`,
+		"What changed from #1 to #2", "/stage", "implementing", "/workspace/head", "pr acme/widgets #34", "checkpoint.written",
+		"lease.acquired", "run.started", "current"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the session page lacks %q", want)
+		}
+	}
+	for _, b := range []string{"Park", "End", "Force-clear", "Release"} {
+		if n, _ := chromedp.Run(ctx, chromedp.Nodes(button(b), chromedp.AtLeast(0))); len(n) == 0 {
+			t.Errorf("an operator sees no %s button", b)
+		}
+	}
+	screenshot(t, ctx, "session")
+
+	reader := browser(t)
+	c.signIn(t, reader, c.reader)
+	do(t, reader, chromedp.Navigate(c.URL+"/ui/sessions/"+s.id), chromedp.WaitVisible(chromedp.ID("verdict")))
+	for _, b := range []string{"Park", "End", "Force-clear", "Release"} {
+		if n, _ := chromedp.Run(reader, chromedp.Nodes(button(b), chromedp.AtLeast(0))); len(n) != 0 {
+			t.Errorf("a reader sees a %s button", b)
+		}
+	}
+	if text := get(t, reader, chromedp.Text(`//section[@aria-labelledby="verdict"]`)); !strings.Contains(text, "resumable") {
+		t.Errorf("a reader's verdict: %q", text)
+	}
+}
+
+// TestOtherPagesAndPhone: leases, errors and reconcile render for an
+// operator; at a phone's width the page does not scroll sideways (wide
+// tables scroll inside their box).
+func TestOtherPagesAndPhone(t *testing.T) {
+	c := newConsole(t)
+	s := c.startSession(t, "fix-p", "host-4/pid-4")
+	c.api(t, "POST", "/v1/leases", c.agent, map[string]any{"resource": map[string]any{"kind": "branch", "repo": "acme/widgets", "branch": "fix-p"},
+		"session_id": s.id, "run_id": s.run, "ttl_seconds": 600})
+	c.checkpoint(t, s, head(1), "implementing", "")
+	ctx := browser(t)
+	c.signIn(t, ctx, c.operator)
+	for _, p := range []struct{ path, heading, shows, shot string }{
+		{"/ui/leases", "Leases", "branch acme/widgets fix-p", "leases"},
+		{"/ui/errors", "Errors", "No errors recorded", "errors"},
+		{"/ui/reconcile", "Reconcile", "Reconcile now", "reconcile"},
+	} {
+		do(t, ctx, chromedp.Navigate(c.URL+p.path), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if h := get(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h != p.heading {
+			t.Errorf("%s: heading %q", p.path, h)
+		}
+		if text := get(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(text, p.shows) {
+			t.Errorf("%s lacks %q: %q", p.path, p.shows, text)
+		}
+		screenshot(t, ctx, p.shot)
+	}
+	do(t, ctx, chromedp.Click(button("Reconcile now")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if text := get(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(text, "Last report") {
+		t.Errorf("after a pass: %q", text)
+	}
+
+	do(t, ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(c.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("table.fleet")))
+	wide := get(t, ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+	if wide {
+		t.Error("at a phone's width the fleet page scrolls sideways")
+	}
+	screenshot(t, ctx, "fleet-phone")
+}

@@ -1,0 +1,56 @@
+package ui
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/checkpointd/checkpointd/internal/inproc"
+)
+
+// events relays the change feed (GET /v1/watch) to the signed-in browser:
+// EventSource cannot send a bearer token, so the console asks with the
+// session's token and passes the stream on; the feed's own scope filter
+// applies. A resume id (Last-Event-ID) is passed through.
+func (c *console) events(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r)
+	req, err := http.NewRequestWithContext(r.Context(), "GET", "http://checkpointd.inproc/v1/watch", nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		req.Header.Set("Last-Event-ID", id)
+	}
+	resp, err := (&inproc.Transport{Handler: c.API, RemoteAddr: "console"}).RoundTrip(req)
+	if err != nil {
+		return // the browser went away
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		if ck, err := r.Cookie(cookieName); err == nil {
+			c.sessions.end(ck.Value)
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		w.WriteHeader(resp.StatusCode) // EventSource stops on an error status
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+		if err == io.EOF || err != nil {
+			return
+		}
+	}
+}

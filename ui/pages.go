@@ -1,0 +1,271 @@
+package ui
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/client"
+)
+
+type fleetFilters struct {
+	Repo, Validity, Stage, WaitingOn, Live, Search string
+}
+
+type fleetData struct {
+	State      string
+	F          fleetFilters
+	Items      []checkpointd.Session
+	Next       string
+	NextQuery  string
+	Counts     *fleetCounts
+	Validities []string
+	Stages     []string
+	Forge      string
+}
+
+// fleetCounts are the numbers at the top of the fleet.
+type fleetCounts struct {
+	Active, Valid, Stale, Unverified, Unresponsive, Parked, Blocking int64
+	Draining                                                         bool
+}
+
+var validities = []string{"valid", "stale", "lease_lost", "invalidated", "unverified"}
+
+// fleet lists sessions with the API's own filters (GET /v1/sessions),
+// most recently active first. A search for a session id shows that
+// session; any other search is a branch.
+func (c *console) fleet(r *http.Request, s *consoleSession) (string, view, error) {
+	q := r.URL.Query()
+	d := fleetData{State: "active", Validities: validities, Stages: c.Stages, Forge: strings.TrimRight(c.ForgeURL, "/"),
+		F: fleetFilters{Repo: q.Get("repo"), Validity: q.Get("validity"), Stage: q.Get("stage"),
+			WaitingOn: q.Get("waiting_on"), Live: q.Get("live"), Search: strings.TrimSpace(q.Get("q"))}}
+	if q.Get("state") == "ended" {
+		d.State = "ended"
+	}
+	if checkpointd.ValidID(d.F.Search) {
+		one, err := c.api(s).Sessions().Get(r.Context(), d.F.Search)
+		if err != nil {
+			return "", view{}, err
+		}
+		d.Items = []checkpointd.Session{*one}
+		return "fleet", view{Title: "Fleet", Nav: "fleet", Data: d}, nil
+	}
+	opts := client.SessionListOptions{State: checkpointd.SessionState(d.State), Repo: d.F.Repo,
+		Validity: checkpointd.Validity(d.F.Validity), Stage: d.F.Stage, WaitingOn: d.F.WaitingOn, Branch: d.F.Search,
+		Sort: "activity", ListOptions: client.ListOptions{Limit: 50, Cursor: q.Get("cursor")}}
+	if live, err := strconv.ParseBool(d.F.Live); err == nil {
+		opts.Live = &live
+	}
+	p, err := c.api(s).Sessions().List(r.Context(), opts)
+	if err != nil {
+		return "", view{}, err
+	}
+	d.Items, d.Next = p.Items, p.NextCursor
+	if d.Next != "" {
+		next := url.Values{}
+		for k, v := range q {
+			next[k] = v
+		}
+		next.Set("cursor", d.Next)
+		d.NextQuery = next.Encode()
+	}
+	counts, err := c.counts(r, s)
+	if err != nil {
+		return "", view{}, err
+	}
+	d.Counts = counts
+	return "fleet", view{Title: "Fleet", Nav: "fleet", Data: d}, nil
+}
+
+type sessionData struct {
+	S          checkpointd.Session
+	Resume     *client.Resume
+	Latest     *checkpointd.Checkpoint
+	LatestJSON string
+	History    []checkpointd.CheckpointSummary
+	From, To   int64
+	Diff       []change
+	Leases     []checkpointd.Lease
+	Runs       []runView
+	Events     []checkpointd.Event
+}
+
+type runView struct {
+	ID, Reason, Ended string
+	StartedAt         time.Time
+	Current           bool
+}
+
+// session shows one session: verdict, latest checkpoint, history with a
+// diff of two checkpoints, leases, runs and the event log.
+func (c *console) session(r *http.Request, s *consoleSession) (string, view, error) {
+	id := chi.URLParam(r, "id")
+	ctx, api := r.Context(), c.api(s)
+	one, err := api.Sessions().Get(ctx, id)
+	if err != nil {
+		return "", view{}, err
+	}
+	d := sessionData{S: *one}
+	// The verdict needs an agent's right to resume; a reader sees the
+	// validity it is judged from.
+	if s.principal.Can(checkpointd.RoleAgent) {
+		if d.Resume, err = api.Sessions().Resume(ctx, id, ""); err != nil {
+			return "", view{}, err
+		}
+	}
+	if d.S.Latest != nil {
+		if d.Latest, err = api.Checkpoints().Latest(ctx, id); err != nil {
+			return "", view{}, err
+		}
+		b, _ := json.MarshalIndent(d.Latest.Document, "", "  ")
+		d.LatestJSON = string(b)
+	}
+	hist, err := api.Checkpoints().List(ctx, id, client.ListOptions{Limit: 50})
+	if err != nil {
+		return "", view{}, err
+	}
+	d.History = hist.Items
+	if err := c.diff(r, api, &d); err != nil {
+		return "", view{}, err
+	}
+	leases, err := api.Leases().List(ctx, client.LeaseListOptions{SessionID: id, ListOptions: client.ListOptions{Limit: 100}})
+	if err != nil {
+		return "", view{}, err
+	}
+	d.Leases = leases.Items
+	events, err := api.Sessions().Events(ctx, id, client.EventListOptions{ListOptions: client.ListOptions{Limit: 500}})
+	if err != nil {
+		return "", view{}, err
+	}
+	d.Events = events.Items
+	d.Runs = runsOf(events.Items, d.S)
+	return "session", view{Title: "Session " + id, Nav: "fleet", Data: d}, nil
+}
+
+// diff compares the checkpoints ?from= and ?to= (default: the two latest).
+func (c *console) diff(r *http.Request, api *client.Client, d *sessionData) error {
+	if len(d.History) < 2 {
+		return nil
+	}
+	d.To, d.From = d.History[0].Seq, d.History[1].Seq
+	if v, err := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64); err == nil {
+		d.From = v
+	}
+	if v, err := strconv.ParseInt(r.URL.Query().Get("to"), 10, 64); err == nil {
+		d.To = v
+	}
+	var docs [2]*checkpointd.Checkpoint
+	for i, seq := range []int64{d.From, d.To} {
+		var err error
+		if docs[i], err = api.Checkpoints().Get(r.Context(), d.S.ID, seq); err != nil {
+			return err
+		}
+	}
+	d.Diff = diffDocuments(docs[0].Document, docs[1].Document)
+	return nil
+}
+
+// runsOf reads the session's runs from its log: started, superseded, parked.
+func runsOf(events []checkpointd.Event, s checkpointd.Session) []runView {
+	var runs []runView
+	index := map[string]int{}
+	for _, e := range events {
+		var data struct {
+			Reason string `json:"reason"`
+		}
+		_ = json.Unmarshal(e.Data, &data)
+		switch e.Kind {
+		case checkpointd.EventRunStarted:
+			index[e.RunID] = len(runs)
+			runs = append(runs, runView{ID: e.RunID, StartedAt: e.At, Reason: data.Reason})
+		case checkpointd.EventRunSuperseded, checkpointd.EventRunParked:
+			if i, ok := index[e.RunID]; ok {
+				how := "superseded"
+				if e.Kind == checkpointd.EventRunParked {
+					how = "parked"
+				}
+				runs[i].Ended = how + " " + e.At.UTC().Format(time.RFC3339)
+			}
+		}
+	}
+	if s.CurrentRun != nil {
+		if i, ok := index[s.CurrentRun.ID]; ok {
+			runs[i].Current = true
+		}
+	}
+	return runs
+}
+
+type drainData struct {
+	Status *client.DrainStatus
+	Notice string
+}
+
+func (c *console) drain(r *http.Request, s *consoleSession) (string, view, error) {
+	st, err := c.api(s).Drain().Status(r.Context(), client.ListOptions{Limit: 500})
+	if err != nil {
+		return "", view{}, err
+	}
+	d := drainData{Status: st, Notice: st.Notice}
+	return "drain", view{Title: "Drain", Nav: "drain", Data: d}, nil
+}
+
+func (c *console) leases(r *http.Request, s *consoleSession) (string, view, error) {
+	p, err := c.api(s).Leases().List(r.Context(), client.LeaseListOptions{Repo: r.URL.Query().Get("repo"),
+		State: checkpointd.LeaseHeld, ListOptions: client.ListOptions{Limit: 500}})
+	if err != nil {
+		return "", view{}, err
+	}
+	return "leases", view{Title: "Leases", Nav: "leases", Data: struct{ Leases []checkpointd.Lease }{p.Items}}, nil
+}
+
+func (c *console) errors(r *http.Request, s *consoleSession) (string, view, error) {
+	p, err := c.api(s).ErrorLog().List(r.Context(), client.ErrorListOptions{ListOptions: client.ListOptions{Limit: 200}})
+	if err != nil {
+		return "", view{}, err
+	}
+	return "errors", view{Title: "Errors", Nav: "errors", Data: struct{ Errors []checkpointd.ErrorRecord }{p.Items}}, nil
+}
+
+func (c *console) reconcile(r *http.Request, s *consoleSession) (string, view, error) {
+	last, err := c.api(s).Reconcile().Last(r.Context())
+	if p, ok := asProblem(err); err != nil && !(ok && p.Status == http.StatusNotFound) {
+		return "", view{}, err
+	}
+	report := ""
+	if len(last) > 0 && string(last) != "null" {
+		var pretty any
+		_ = json.Unmarshal(last, &pretty)
+		b, _ := json.MarshalIndent(pretty, "", "  ")
+		report = string(b)
+	}
+	return "reconcile", view{Title: "Reconcile", Nav: "reconcile", Data: struct{ Report string }{report}}, nil
+}
+
+// counts are the fleet's numbers (GET /v1/fleet), with the drain's
+// blocking count while a drain runs.
+func (c *console) counts(r *http.Request, s *consoleSession) (*fleetCounts, error) {
+	api := c.api(s)
+	f, err := api.Fleet(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := &fleetCounts{Active: f.TotalActive, Valid: f.Active[checkpointd.ValidityValid],
+		Stale: f.Active[checkpointd.ValidityStale], Unverified: f.Active[checkpointd.ValidityUnverified],
+		Unresponsive: f.ByLiveness[checkpointd.LivenessUnresponsive], Parked: f.ByLiveness[checkpointd.LivenessParked]}
+	d, err := api.Drain().Status(r.Context(), client.ListOptions{Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if d.Draining && d.Counts != nil {
+		out.Draining, out.Blocking = true, d.Counts.Blocking
+	}
+	return out, nil
+}

@@ -1,0 +1,43 @@
+// The console works without this file: every page is complete on reload.
+// With it, times read in the viewer's zone (UTC on hover) and pages that
+// show the fleet update themselves from the change feed.
+(function () {
+  "use strict";
+  function localTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (el) {
+      var d = new Date(el.getAttribute("datetime"));
+      if (!isNaN(d)) { el.textContent = d.toLocaleString(); }
+    });
+  }
+  localTimes(document);
+
+  var src = document.body.getAttribute("data-live");
+  if (!src || !window.EventSource || !window.fetch) { return; }
+  var pending = null;
+  function busy() {
+    var a = document.activeElement;
+    return a && a !== document.body && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName);
+  }
+  function refresh() {
+    pending = null;
+    if (busy()) { pending = setTimeout(refresh, 1000); return; }
+    fetch(location.href, { credentials: "same-origin", headers: { "X-Console-Live": "1" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html) { return; }
+        var next = new DOMParser().parseFromString(html, "text/html").getElementById("main");
+        var main = document.getElementById("main");
+        if (next && main) {
+          main.innerHTML = next.innerHTML;
+          localTimes(main);
+          document.body.setAttribute("data-updated", new Date().toISOString());
+        }
+      })
+      .catch(function () {});
+  }
+  var es = new EventSource(src);
+  es.onmessage = function () { if (!pending) { pending = setTimeout(refresh, 300); } };
+  ["validity", "lease", "run", "checkpoint", "session", "drain", "reset"].forEach(function (t) {
+    es.addEventListener(t, es.onmessage);
+  });
+})();
