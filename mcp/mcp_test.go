@@ -18,6 +18,7 @@ import (
 	"github.com/checkpointd/checkpointd/mcp"
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/store/storetest"
+	"github.com/checkpointd/checkpointd/webhook"
 )
 
 // daemon is the API with /mcp beside it on a real HTTP server.
@@ -27,10 +28,14 @@ type daemon struct {
 	store *store.Store
 }
 
+// webhookSecret signs the test's push deliveries.
+const webhookSecret = "mcp-test-secret"
+
 func newDaemon(t *testing.T, b storetest.Backend) *daemon {
 	t.Helper()
 	s := storetest.Open(t, b, checkpointd.SystemClock{})
-	apiHandler := api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef")})
+	apiHandler := api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
+		Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(webhookSecret)}}, Store: s}})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: "test"}))
 	mux.Handle("/", apiHandler)
