@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# compare-langgraph.sh [SECONDS] — checkpointd against its peer, back to back
+# on the same PostgreSQL, in one run (issue #17):
+#
+#   1. the daemon on a fresh PostgreSQL database (random loopback port, its
+#      own data dir), an agent token, `checkpointd loadtest --clients 16`, the
+#      daemon stopped — exactly as scripts/floor/compare.sh does it;
+#   2. scripts/peer/langgraph.sh: LangGraph.js's PostgresSaver.put, 16
+#      concurrent threads, the same ~3 KB document, in its own schema;
+#
+# then the table of both and the ratio checkpointd / LangGraph (goal >= 1.0).
+# Each step runs SECONDS (default 10, at most 300). ROUNDS (default 1, at
+# most 5) repeats the pair, interleaved (daemon, peer, daemon, peer, …), and
+# the table shows each side's median round, so a noisy moment on the shared
+# machine does not decide the ratio alone.
+#
+# Environment: PGHOST/PGPORT/PGUSER (default 127.0.0.1:5432, postgres);
+# CLIENTS (default 16, for both sides); PEER_DB, the database the peer's
+# schema goes in (default test); PG_DSN_OPTIONS and LOADTEST_FLAGS as for
+# compare.sh. The daemon's database checkpointd_peer_compare, the peer's
+# schema and the temp dirs are removed on exit, also on error or Ctrl-C.
+set -euo pipefail
+
+seconds=${1:-10}
+if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 300)); then
+	echo "usage: $0 [SECONDS 1-300]" >&2
+	exit 2
+fi
+rounds=${ROUNDS:-1}
+if ! [[ $rounds =~ ^[1-5]$ ]]; then
+	echo "compare-langgraph.sh: ROUNDS must be 1-5, not $rounds" >&2
+	exit 2
+fi
+export CLIENTS=${CLIENTS:-16}
+export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+admin_db=${ADMIN_DB:-postgres}
+http_db=checkpointd_peer_compare
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+dsn="postgres://$PGUSER@$PGHOST:$PGPORT/$http_db?sslmode=disable${PG_DSN_OPTIONS:+&$PG_DSN_OPTIONS}"
+
+tmp=$(mktemp -d)
+daemon_pid=
+cleanup() {
+	if [[ -n $daemon_pid ]]; then
+		kill -TERM "$daemon_pid" 2>/dev/null || true
+		wait "$daemon_pid" 2>/dev/null || true
+	fi
+	psql -q -X -d "$admin_db" -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+load_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
+echo "building checkpointd…" >&2
+(cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd)
+
+field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k {print $2; exit}'; }
+lt() { awk -F': *' -v k="$2" '$1 == k {sub(/ms$/, "", $2); split($2, a, " "); print a[1]; exit}' <<<"$1"; }
+
+# daemon ROUND: a fresh database, serve, token, load, stop (compare.sh's
+# http step, PostgreSQL only). It runs in this shell so the EXIT trap knows
+# the daemon's pid; its result line is appended to $tmp/daemon.results.
+daemon() {
+	local dir=$tmp/pg$1 log=$tmp/daemon$1.log addr= token out
+	psql -q -X -v ON_ERROR_STOP=1 -d "$admin_db" -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" -c "CREATE DATABASE $http_db" >/dev/null
+	mkdir -p "$dir"
+	CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$dsn \
+		"$tmp/checkpointd" serve --listen 127.0.0.1:0 --log-level info >"$log" 2>&1 &
+	daemon_pid=$!
+	for _ in $(seq 300); do # up to 30 s for migrations and the listener
+		addr=$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$log" | head -n1)
+		[[ -n $addr ]] && break
+		kill -0 "$daemon_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [[ -z $addr ]]; then
+		cat "$log" >&2
+		echo "daemon: it did not start" >&2
+		exit 1
+	fi
+	token=$(CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$dsn \
+		"$tmp/checkpointd" token create --role agent --name "peer-compare-$1" | tail -n1)
+	if ! out=$("$tmp/checkpointd" loadtest --url "http://$addr" --token "$token" --clients "$CLIENTS" \
+		--duration "${seconds}s" ${LOADTEST_FLAGS:-}); then
+		echo "$out" >&2
+		grep -v 'level=INFO' "$log" | tail -n 20 >&2
+		echo "daemon: the load test failed" >&2
+		exit 1
+	fi
+	kill -TERM "$daemon_pid"
+	wait "$daemon_pid" || true
+	daemon_pid=
+	echo "$out" | sed "s/^/  checkpointd | /" >&2
+	printf 'http postgres writes_s=%s p50_ms=%s p99_ms=%s\n' "$(lt "$out" 'writes/s')" \
+		"$(lt "$out" 'latency p50')" "$(lt "$out" 'latency p99')" >>"$tmp/daemon.results"
+}
+
+# peer: langgraph.sh (which installs what is missing and drops its schema).
+peer() {
+	local line
+	line=$(bash "$here/langgraph.sh" "$seconds" 2>"$tmp/peer.err") || {
+		cat "$tmp/peer.err" >&2
+		echo "peer: langgraph.sh failed" >&2
+		exit 1
+	}
+	sed "s/^/  langgraph   | /" "$tmp/peer.err" >&2
+	echo "$line" >>"$tmp/peer.results"
+}
+
+for r in $(seq "$rounds"); do
+	echo "round $r/$rounds: checkpointd on PostgreSQL (${seconds}s)…" >&2
+	daemon "$r"
+	echo "round $r/$rounds: LangGraph.js PostgresSaver.put (${seconds}s)…" >&2
+	peer
+done
+
+# median FILE KEY: the line of FILE whose KEY is the median (the lower one
+# of the middle two for an even count).
+median() {
+	local k=$2
+	awk -v k="$k" '{for (i = 1; i <= NF; i++) {split($i, a, "="); if (a[1] == k) print a[2], NR}}' "$1" |
+		sort -n | awk '{v[NR] = $2} END {print v[int((NR + 1) / 2)]}' |
+		xargs -I{} sed -n '{}p' "$1"
+}
+d=$(median "$tmp/daemon.results" writes_s)
+p=$(median "$tmp/peer.results" puts_s)
+
+awk -v ht="$(field "$d" writes_s)" -v h50="$(field "$d" p50_ms)" -v h99="$(field "$d" p99_ms)" \
+	-v lt="$(field "$p" puts_s)" -v l50="$(field "$p" p50_ms)" -v l99="$(field "$p" p99_ms)" \
+	-v lcpu="$(field "$p" cpu_us_per_put)" -v c="$CLIENTS" -v s="$seconds" -v n="$rounds" \
+	-v la0="$load_start" -v la1="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')" 'BEGIN {
+	printf "\n%d clients, %ds each, %d round(s)%s, ~3 KB documents; load average %s at start, %s at end\n\n", c, s, n, (n > 1) ? " (medians)" : "", la0, la1
+	printf "%-24s %10s %9s %9s\n", "", "writes/s", "p50 ms", "p99 ms"
+	printf "%-24s %10.1f %9.2f %9.2f\n", "checkpointd HTTP (pg)", ht, h50, h99
+	printf "%-24s %10.1f %9.2f %9.2f\n\n", "langgraph put (pg)", lt, l50, l99
+	printf "langgraph node process: %d µs CPU per put\n\n", lcpu
+	r = (lt > 0) ? ht / lt : 0
+	printf "%-42s %6s %8s  %s\n", "target", "got", "want", ""
+	printf "%-42s %5.2fx %8s  %s\n", "checkpointd writes/s / langgraph puts/s", r, ">= 1.0x", (r >= 1.0) ? "met" : "MISSED"
+}'
