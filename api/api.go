@@ -52,6 +52,7 @@ type Store interface {
 	errlog.Store
 	ListErrors(ctx context.Context, f store.ErrorFilter) ([]checkpointd.ErrorRecord, error)
 	FleetCounts(ctx context.Context) (*checkpointd.FleetCounts, error)
+	ListDrains(ctx context.Context, before string, limit int) ([]checkpointd.Drain, error)
 }
 
 // Deps are the API's collaborators and settings.
@@ -205,6 +206,7 @@ func New(d Deps) http.Handler {
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/reconcile/last", a.handle(a.lastReconcile))
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain", a.handle(a.startDrain))
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/drain", a.handle(a.getDrain))
+		r.With(a.require(checkpointd.RoleReader)).Get("/v1/drains", a.handle(a.listDrains))
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/complete", a.handle(a.completeDrain))
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain/cancel", a.handle(a.cancelDrain))
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/errors", a.handle(a.listErrors))

@@ -64,3 +64,30 @@ func TestDrainSaysHowToUnblock(t *testing.T) {
 		})
 	}
 }
+
+// TestListDrains: every drain, newest first, paged; readers may read it.
+func TestListDrains(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		h := newDrainHarness(t, s, s, nil)
+		var ids []string
+		for _, reason := range []string{"first", "second", "third"} {
+			r := h.do("POST", "/v1/drain", h.operator, map[string]any{"reason": reason}).expect(t, 201, "")
+			ids = append(ids, r.str("drain", "id"))
+			h.do("POST", "/v1/drain/cancel", h.operator, nil).expect(t, 200, "")
+		}
+		r := h.do("GET", "/v1/drains?limit=2", h.reader, nil).expect(t, 200, "")
+		items := r.get("items").([]any)
+		if len(items) != 2 || items[0].(map[string]any)["id"] != ids[2] || items[1].(map[string]any)["id"] != ids[1] ||
+			items[0].(map[string]any)["state"] != "cancelled" {
+			t.Fatalf("first page: %s", r.raw)
+		}
+		next := r.str("next_cursor")
+		r = h.do("GET", "/v1/drains?limit=2&cursor="+next, h.reader, nil).expect(t, 200, "")
+		items = r.get("items").([]any)
+		if len(items) != 1 || items[0].(map[string]any)["id"] != ids[0] || items[0].(map[string]any)["reason"] != "first" {
+			t.Fatalf("second page: %s", r.raw)
+		}
+		h.do("GET", "/v1/drains", "", nil).expect(t, 401, "unauthorized")
+	})
+}

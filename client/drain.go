@@ -96,3 +96,8 @@ func (d *Drain) Cancel(ctx context.Context) (*checkpointd.Drain, error) {
 	}
 	return out.Drain, nil
 }
+
+// List reads one page of every drain, newest first.
+func (d *Drain) List(ctx context.Context, opts ListOptions) (*Page[checkpointd.Drain], error) {
+	return getPage[checkpointd.Drain](ctx, d.c, "/v1/drains", url.Values{}, opts)
+}

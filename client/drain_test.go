@@ -91,6 +91,10 @@ func TestDrain(t *testing.T) {
 		}
 		_, err = op.Drain().Cancel(ctx)
 		expectCode(t, err, http.StatusNotFound, "not_found")
+		past, err := op.Drain().List(ctx, client.ListOptions{Limit: 1})
+		if err != nil || len(past.Items) != 1 || past.Items[0].ID != cancelled.ID || past.NextCursor == "" {
+			t.Fatalf("past drains: %v %+v", err, past)
+		}
 		if _, err := agent.Sessions().Get(ctx, s.Session.ID); err != nil || agent.Draining() {
 			t.Errorf("after the cancel: %v, draining %v", err, agent.Draining())
 		}

@@ -178,6 +178,9 @@ func TestFleetAndDrain(t *testing.T) {
 	if page := get(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(page, "completed") {
 		t.Errorf("after complete: %q", page)
 	}
+	if past := get(t, ctx, chromedp.Text(chromedp.CSS("table.past"))); !strings.Contains(past, "completed · 2/2 ready") || !strings.Contains(past, "deploy 2") {
+		t.Errorf("past drains: %q", past)
+	}
 	screenshot(t, ctx, "drain-completed")
 }
 

@@ -206,6 +206,8 @@ func runsOf(events []checkpointd.Event, s checkpointd.Session) []runView {
 type drainData struct {
 	Status *client.DrainStatus
 	Notice string
+	// Past are the latest drains, newest first (GET /v1/drains).
+	Past []checkpointd.Drain
 }
 
 func (c *console) drain(r *http.Request, s *consoleSession) (string, view, error) {
@@ -213,7 +215,11 @@ func (c *console) drain(r *http.Request, s *consoleSession) (string, view, error
 	if err != nil {
 		return "", view{}, err
 	}
-	d := drainData{Status: st, Notice: st.Notice}
+	past, err := c.api(s).Drain().List(r.Context(), client.ListOptions{Limit: 20})
+	if err != nil {
+		return "", view{}, err
+	}
+	d := drainData{Status: st, Notice: st.Notice, Past: past.Items}
 	return "drain", view{Title: "Drain", Nav: "drain", Data: d}, nil
 }
 
