@@ -2,9 +2,11 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
@@ -183,4 +185,56 @@ func ExampleSessions_All() {
 	// acme/widgets PR 2 reviewer
 	// acme/widgets PR 1 reviewer
 	// 2 on the first page; more: true
+}
+
+// Watching for drift: the holder of a session hears at once when a push
+// makes its checkpoint stale, instead of polling resume. A lost stream is
+// reopened from the last event seen (Last-Event-ID): nothing is missed.
+func ExampleClient_Watch() {
+	d, stop := exampleDaemon()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _ := client.New(client.Config{Address: d.srv.URL, Token: d.agent})
+	s, err := c.Sessions().Create(ctx, &client.CreateSessionRequest{Repo: "acme/widgets", Role: "author", PR: 7, Branch: "fix-7",
+		Agent: checkpointd.Agent{Runtime: "claude-code"}}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = d.push(head1)
+	doc := checkpointd.Document{SchemaVersion: checkpointd.SchemaVersion, RunID: s.Run.ID, FencingToken: s.Run.FencingToken,
+		Role: "author", Stage: "implementing", Target: &checkpointd.Target{Repo: "acme/widgets", PR: 7},
+		Workspace: &checkpointd.Workspace{Branch: "fix-7", Head: head1}}
+	if _, err := c.Checkpoints().Write(ctx, s.Session.ID, &doc, nil); err != nil {
+		log.Fatal(err)
+	}
+
+	// Meanwhile the branch keeps moving on the forge (and back), so the
+	// example sees a move however long its stream takes to open.
+	done, pushed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(pushed)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			_ = d.push([]string{"89abcdef0123456789abcdef0123456789abcdef", head1}[i%2])
+		}
+	}()
+	for ev, err := range c.Watch(ctx, client.WatchOptions{Session: s.Session.ID}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		var v struct{ From, To string }
+		if ev.Type == "validity" && json.Unmarshal(ev.Data, &v) == nil && v.To == string(checkpointd.ValidityStale) {
+			fmt.Println("validity", v.From, "→", v.To, "for", ev.SessionID() == s.Session.ID)
+			break // stop working from the stale checkpoint: fetch, check, write a fresh one
+		}
+	}
+	close(done)
+	<-pushed
+	// Output:
+	// validity valid → stale for true
 }
