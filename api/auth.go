@@ -12,6 +12,10 @@ import (
 
 type principalKey struct{}
 
+// tokenHashKey holds the hash of the request's token: a long-lived answer
+// (the watch feed) authenticates it again while it lasts.
+type tokenHashKey struct{}
+
 // authenticate resolves the bearer token to a principal. Tokens are looked
 // up by hash, so the secret is never compared or stored in the clear.
 func (a *api) authenticate(next http.Handler) http.Handler {
@@ -35,7 +39,8 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		a.unrecorded.wakeRetry() // the store answers: record what waits for it
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenHashKey{}, hash)))
 	})
 }
 

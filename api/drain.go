@@ -129,7 +129,7 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := drainStatusResponse{Drain: st.Drain, Draining: st.Drain != nil && st.Drain.Gating, Counts: st.Counts,
+	resp := drainStatusResponse{Drain: scopedDrain(r, st.Drain), Draining: st.Drain != nil && st.Drain.Gating, Counts: st.Counts,
 		Blocking: a.withUnblock(st.Blocking), Evidence: a.Evidence}
 	if a.Evidence.None() {
 		resp.Notice = checkpointd.NoEvidenceNotice

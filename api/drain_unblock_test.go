@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/checkpointd/checkpointd"
@@ -90,4 +91,28 @@ func TestListDrains(t *testing.T) {
 		}
 		h.do("GET", "/v1/drains", "", nil).expect(t, 401, "unauthorized")
 	})
+}
+
+// TestDrainDecisionScoped: a scoped reader reads a decision's blocking
+// list only for its repos, in GET /v1/drain and GET /v1/drains; the counts
+// stay whole.
+func TestDrainDecisionScoped(t *testing.T) {
+	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
+	h := newDrainHarness(t, s, s, nil)
+	mine := h.agentSession("author@widgets", "acme/widgets", "author", "fix-12")
+	theirs := h.agentSession("author@gadgets", "acme/gadgets", "author", "fix-7")
+	h.do("POST", "/v1/drain", h.operator, map[string]any{"reason": "deploy"}).expect(t, 201, "")
+	h.do("POST", "/v1/drain/complete", h.operator, nil).expect(t, 409, "drain_blocked")
+	for _, path := range []string{"/v1/drain", "/v1/drains"} {
+		r := h.do("GET", path, h.reader, nil).expect(t, 200, "")
+		if strings.Contains(string(r.raw), theirs.id) || !strings.Contains(string(r.raw), mine.id) {
+			t.Errorf("%s for a reader of acme/widgets: %s", path, r.raw)
+		}
+		if !strings.Contains(string(r.raw), `"blocking":2`) {
+			t.Errorf("%s: the decision's counts lost: %s", path, r.raw)
+		}
+	}
+	if r := h.do("GET", "/v1/drains", h.operator, nil).expect(t, 200, ""); !strings.Contains(string(r.raw), theirs.id) {
+		t.Errorf("the operator's drains lack the other repo: %s", r.raw)
+	}
 }

@@ -42,6 +42,7 @@ var accessRoutes = []accessRoute{
 		func(accessFixture) any { return sessionBody }},
 	// Listing is never forbidden: it is filtered by scope (TestListsFilteredByScope).
 	{"GET", "/v1/sessions", "/v1/sessions", checkpointd.RoleReader, false, 200, nil},
+	{"GET", "/v1/fleet", "/v1/fleet", checkpointd.RoleReader, false, 200, nil},
 	{"GET", "/v1/sessions/{id}/", "/v1/sessions/{id}", checkpointd.RoleReader, true, 200, nil},
 	// Force-clear: operators only (their scope does not restrict them).
 	{"DELETE", "/v1/sessions/{id}/", "/v1/sessions/{id}", checkpointd.RoleOperator, false, 204, nil},
@@ -89,6 +90,7 @@ var accessRoutes = []accessRoute{
 	{"POST", "/v1/drain", "/v1/drain", checkpointd.RoleOperator, false, 201,
 		func(accessFixture) any { return map[string]any{"reason": "matrix"} }},
 	{"GET", "/v1/drain", "/v1/drain", checkpointd.RoleReader, false, 200, nil},
+	{"GET", "/v1/drains", "/v1/drains", checkpointd.RoleReader, false, 200, nil},
 	{"POST", "/v1/drain/complete", "/v1/drain/complete", checkpointd.RoleOperator, false, 404, nil},
 	{"POST", "/v1/drain/cancel", "/v1/drain/cancel", checkpointd.RoleOperator, false, 404, nil},
 	// Durable errors are daemon-wide: listing is never forbidden, it is

@@ -25,6 +25,9 @@ const (
 	// DefaultWatchWriteTimeout bounds one write to a client: a client that
 	// stops reading is dropped after it, without holding anything else.
 	DefaultWatchWriteTimeout = 10 * time.Second
+	// watchReauth is how often an open stream authenticates its token
+	// again (DESIGN §15: a revoked token stops working within 1 s).
+	watchReauth = time.Second
 	// maxWatchBacklogEvents bounds a resume by count too: a client further
 	// behind is reset rather than replayed.
 	maxWatchBacklogEvents = 100_000
@@ -187,9 +190,21 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 	}
 	keep := time.NewTicker(a.watchKeepAlive)
 	defer keep.Stop()
+	// The token is authenticated again every second while the stream lasts:
+	// a revoked token stops receiving within the bound DESIGN §15 sets for
+	// every request, and a store that cannot say ends the stream (fail
+	// closed; the client reconnects and authenticates).
+	reauth := time.NewTicker(watchReauth)
+	defer reauth.Stop()
+	hash, _ := ctx.Value(tokenHashKey{}).(string)
 	for {
 		select {
 		case e := <-wt.ch:
+			select {
+			case <-wt.dropped:
+				continue // dropped: what follows a gap is never sent
+			default:
+			}
 			if seen(e) {
 				continue
 			}
@@ -206,6 +221,15 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 			_ = s.event("", "error", map[string]any{"reason": wt.reason,
 				"detail": "the client fell behind the change feed; reconnect with Last-Event-ID"})
 			return nil
+		case <-reauth.C:
+			if _, err := a.Store.Authenticate(ctx, hash); err != nil {
+				reason := "unauthorized"
+				if errors.Is(err, checkpointd.ErrStoreUnavailable) {
+					reason = "store_unavailable"
+				}
+				_ = s.event("", "error", map[string]any{"reason": reason, "detail": "the token is no longer accepted; the stream ends"})
+				return nil
+			}
 		case <-a.watchStop:
 			_ = s.comment("shutting down")
 			return nil

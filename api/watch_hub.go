@@ -167,6 +167,11 @@ func (h *feedHub) fanOut(r *feedRun, evs []store.FeedEvent, next store.FeedPos) 
 		return false
 	}
 	for w := range h.watchers {
+		select {
+		case <-w.dropped:
+			continue // nothing after a gap: its client resumes from what it has
+		default:
+		}
 	events:
 		for _, e := range evs {
 			if !w.match(e) {

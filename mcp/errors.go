@@ -6,6 +6,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
 )
 
@@ -42,7 +43,28 @@ var nextSteps = map[string]string{
 	"store_unavailable":     "The daemon cannot reach its database: retry with the same arguments (and idempotency_key) shortly.",
 }
 
+// takeoverError is a takeover that succeeded whose resume read failed:
+// the error result carries the new run, which is the caller's now.
+type takeoverError struct {
+	run *checkpointd.Run
+	err error
+}
+
+func (e *takeoverError) Error() string { return e.err.Error() }
+func (e *takeoverError) Unwrap() error { return e.err }
+
 func errorResult(err error) *sdk.CallToolResult {
+	var tk *takeoverError
+	if errors.As(err, &tk) {
+		res := errorResult(tk.err)
+		var te map[string]any
+		_ = json.Unmarshal([]byte(res.Content[0].(*sdk.TextContent).Text), &te)
+		te["run"] = tk.run
+		te["next"] = "The takeover succeeded: run is your new run (keep its id and fencing_token); only reading the verdict failed. Call session_resume with run_id and without takeover."
+		b, _ := json.Marshal(te)
+		res.Content = []sdk.Content{&sdk.TextContent{Text: string(b)}}
+		return res
+	}
 	te := toolError{Code: "error", Detail: err.Error()}
 	var p *client.Error
 	var t *client.TransportError

@@ -167,7 +167,11 @@ func (r *resources) subscribe(ctx context.Context, req *sdk.SubscribeRequest) er
 	r.watching = true
 	stop := r.stop
 	if stop == nil {
-		stop = context.Background()
+		// Subscribed before initialized: follow for as long as this MCP
+		// session lives, never longer.
+		var cancel context.CancelFunc
+		stop, cancel = context.WithCancel(context.Background())
+		go func() { _ = req.Session.Wait(); cancel() }()
 	}
 	go r.follow(stop)
 	return nil

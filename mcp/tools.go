@@ -147,7 +147,13 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
 				if err != nil {
 					return nil, err
 				}
-				runID = run.ID
+				v, err := c.Sessions().Resume(ctx, in.SessionID, run.ID)
+				if err != nil {
+					// The takeover happened: the new run is the caller's
+					// whatever the read says, so it must not be lost.
+					return nil, &takeoverError{run: run, err: err}
+				}
+				return v, nil
 			}
 			return c.Sessions().Resume(ctx, in.SessionID, runID)
 		})

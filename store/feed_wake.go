@@ -109,7 +109,9 @@ func (s *Store) FeedWakeups(ctx context.Context) (<-chan struct{}, error) {
 		err = ctx.Err()
 	}
 	if err != nil {
-		l.Close()
+		// Close waits for a dial in progress, which a database that drops
+		// packets can stall for minutes: never on the caller's path.
+		go l.Close()
 		s.feed.remove(c)
 		return nil, fmt.Errorf("%w: feed listener: %w", checkpointd.ErrStoreUnavailable, err)
 	}

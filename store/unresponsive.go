@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -52,6 +54,9 @@ func (s *Store) MarkUnresponsive(ctx context.Context) (int, error) {
 			for _, r := range rows {
 				var seq int64
 				err := tx.QueryRowxContext(ctx, tx.Rebind(markUnresponsive), r.ID, r.Run, cutoff, cutoff).Scan(&seq)
+				if errors.Is(err, sql.ErrNoRows) {
+					continue // heard from since the read (or superseded): nothing to report
+				}
 				if err != nil {
 					return err
 				}

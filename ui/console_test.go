@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -213,3 +214,23 @@ func TestRevokedTokenEndsTheSession(t *testing.T) {
 }
 
 func storeDrainQuery() store.DrainQuery { return store.DrainQuery{Limit: 1} }
+
+// TestFleetNextPage: the fleet's next-page link carries the cursor as a
+// query, and following it shows the next sessions.
+func TestFleetNextPage(t *testing.T) {
+	c := newConsole(t)
+	for i := 0; i < 51; i++ {
+		c.startSession(t, fmt.Sprintf("b-%d", i), "h")
+	}
+	hc := c.client(t)
+	c.login(t, hc, c.operator)
+	first := c.send(t, hc, "GET", "/ui/?state=active", nil)
+	m := regexp.MustCompile(`<a href="(/ui/\?[^"]+)">Next page</a>`).FindStringSubmatch(first.body)
+	if m == nil || !strings.Contains(m[1], "cursor=") || !strings.Contains(m[1], "&amp;") || !strings.Contains(m[1], "state=active") || strings.Contains(m[1], "%26") {
+		t.Fatalf("no next-page link with a cursor: %v", m)
+	}
+	next := c.send(t, hc, "GET", strings.ReplaceAll(m[1], "&amp;", "&"), nil)
+	if next.status != 200 || strings.Contains(next.body, "Next page") || !strings.Contains(next.body, "1 sessions") {
+		t.Errorf("the second page: %d %q", next.status, next.body[:min(len(next.body), 400)])
+	}
+}

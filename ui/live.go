@@ -3,6 +3,7 @@ package ui
 import (
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/checkpointd/checkpointd/internal/inproc"
 )
@@ -41,9 +42,18 @@ func (c *console) events(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 16<<10)
+	ck, _ := r.Cookie(cookieName)
 	for {
 		n, err := resp.Body.Read(buf)
+		// A signed-out session stops hearing at once (the API's own
+		// re-authentication ends a revoked token's stream).
+		if ck == nil || c.sessions.get(ck.Value) == nil {
+			return
+		}
 		if n > 0 {
+			// A browser that stops reading (a laptop asleep) is let go
+			// like the API lets go of any slow client.
+			_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -23,7 +23,7 @@ type fleetData struct {
 	F          fleetFilters
 	Items      []checkpointd.Session
 	Next       string
-	NextQuery  string
+	NextURL    string
 	Counts     *fleetCounts
 	Validities []string
 	Stages     []string
@@ -74,7 +74,9 @@ func (c *console) fleet(r *http.Request, s *consoleSession) (string, view, error
 			next[k] = v
 		}
 		next.Set("cursor", d.Next)
-		d.NextQuery = next.Encode()
+		// The whole URL built here: html/template escapes a value put in
+		// a query, which would turn & and = into text.
+		d.NextURL = "/ui/?" + next.Encode()
 	}
 	counts, err := c.counts(r, s)
 	if err != nil {

@@ -47,6 +47,8 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "largest accepted webhook delivery body (413 above, refused as soon as it passes)"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Sources: from("CHECKPOINTD_SHUTDOWN_TIMEOUT"),
 			Usage: "how long in-flight requests and background workers may take to finish on shutdown"},
+		&cli.StringFlag{Name: "console-secure-cookie", Value: "auto", Sources: from("CHECKPOINTD_CONSOLE_SECURE_COOKIE"),
+			Usage: "mark the console's session cookie Secure: auto (unless --listen is loopback), always or never"},
 		&cli.StringSliceFlag{Name: "mcp-allowed-origin", Sources: from("CHECKPOINTD_MCP_ALLOWED_ORIGIN"),
 			Usage: "browser origin (scheme://host[:port]) allowed to call /mcp, repeatable; requests with any other Origin are refused (a loopback page may call a loopback daemon)"},
 		&cli.StringFlag{Name: "metrics-listen", Sources: from("CHECKPOINTD_METRICS_LISTEN"),
@@ -226,7 +228,8 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	handler := routes(apiHandler,
 		mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: version(),
 			AllowedOrigins: c.StringSlice("mcp-allowed-origin")}),
-		ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: wf.Stages, ForgeURL: reconciler.ForgeURL, Logger: log}))
+		ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: wf.Stages, ForgeURL: reconciler.ForgeURL, Logger: log,
+			SecureCookies: cfg.secureCookie}))
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)

@@ -26,6 +26,8 @@ type serveConfig struct {
 	keys           *checkpointd.Keyring // nil: the default key file is to be created
 	listen         string
 	metricsListen  string
+	// secureCookie marks the console's session cookie Secure.
+	secureCookie bool
 }
 
 func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logger) (*serveConfig, error) {
@@ -38,6 +40,9 @@ func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logge
 		if cfg.metricsListen, err = listenAddr("--metrics-listen", addr); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.secureCookie, err = consoleSecureCookie(c.String("console-secure-cookie"), cfg.listen); err != nil {
+		return nil, err
 	}
 	if err := checkDatabaseURL(c); err != nil {
 		return nil, err
@@ -86,4 +91,25 @@ func listenAddr(flag, addr string) (string, error) {
 		return "", fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:8080, or :8080 for every interface (%v)", flag, addr, err)
 	}
 	return addr, nil
+}
+
+// consoleSecureCookie decides --console-secure-cookie: auto marks the
+// console's cookie Secure unless the daemon listens on loopback only (a
+// daemon reachable from elsewhere serves plain HTTP, so TLS ends at a
+// proxy in front, and the cookie must never travel without it).
+func consoleSecureCookie(v, listen string) (bool, error) {
+	switch v {
+	case "always":
+		return true, nil
+	case "never":
+		return false, nil
+	case "auto", "":
+		host, _, err := net.SplitHostPort(listen)
+		if err != nil {
+			return true, nil
+		}
+		ip := net.ParseIP(strings.Trim(host, "[]"))
+		return !(host == "localhost" || (ip != nil && ip.IsLoopback())), nil
+	}
+	return false, fmt.Errorf("--console-secure-cookie %q: want auto, always or never", v)
 }

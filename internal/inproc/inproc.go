@@ -11,6 +11,7 @@ package inproc
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -53,6 +54,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	w := &writer{header: http.Header{}, pipe: pw, ready: make(chan struct{})}
 	go func() {
 		defer func() {
+			// A panic ends this request only, as net/http contains one to
+			// its connection: the caller gets a 500 (or a cut body) and an
+			// error, the daemon lives on.
+			if p := recover(); p != nil {
+				w.ensureHeader(http.StatusInternalServerError)
+				pw.CloseWithError(fmt.Errorf("inproc: the handler panicked: %v", p))
+				return
+			}
 			w.ensureHeader(http.StatusOK)
 			pw.Close()
 		}()

@@ -117,3 +117,17 @@ func TestCallerValuesStayOut(t *testing.T) {
 		t.Errorf("the handler saw the caller's value %v", v)
 	}
 }
+
+// TestPanicStaysInTheRequest: a handler that panics fails its request
+// with a 500, not the process.
+func TestPanicStaysInTheRequest(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { panic("boom") })
+	resp, err := (&http.Client{Transport: &inproc.Transport{Handler: h}}).Get("http://daemon/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); resp.StatusCode != http.StatusInternalServerError || err == nil {
+		t.Errorf("status %d, body error %v", resp.StatusCode, err)
+	}
+}
