@@ -1,13 +1,7 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,28 +11,13 @@ import (
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/mcp"
 	"github.com/checkpointd/checkpointd/store/storetest"
+	"github.com/checkpointd/checkpointd/webhook/webhooktest"
 )
 
 // push delivers a signed Gitea push moving branch from before to after.
 func (d *daemon) push(t *testing.T, delivery, branch, before, after string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/" + branch, "before": before, "after": after,
-		"repository": map[string]any{"id": 7, "full_name": "acme/widgets"}})
-	mac := hmac.New(sha256.New, []byte(webhookSecret))
-	mac.Write(body)
-	req, _ := http.NewRequest("POST", d.URL+"/webhooks/gitea", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Gitea-Event", "push")
-	req.Header.Set("X-Gitea-Delivery", delivery)
-	req.Header.Set("X-Gitea-Signature", hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("push: %d", resp.StatusCode)
-	}
+	webhooktest.Push(t, d.URL, webhookSecret, delivery, "acme/widgets", branch, before, after)
 }
 
 // TestSubscriptionHearsDrift: an agent subscribed to its session's

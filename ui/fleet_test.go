@@ -3,9 +3,6 @@ package ui_test
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -14,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/checkpointd/checkpointd/webhook/webhooktest"
 )
 
 // agentSession is a session the test's agent drives over the API.
@@ -75,23 +74,7 @@ func (c *console) push(t *testing.T, delivery, branch, head string) {
 // pushFrom is a push that moves branch from before to head.
 func (c *console) pushFrom(t *testing.T, delivery, branch, before, head string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/" + branch, "before": before, "after": head,
-		"repository": map[string]any{"id": 7, "full_name": "acme/widgets"}})
-	mac := hmac.New(sha256.New, []byte(webhookSecret))
-	mac.Write(body)
-	req, _ := http.NewRequest("POST", c.URL+"/webhooks/gitea", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Gitea-Event", "push")
-	req.Header.Set("X-Gitea-Delivery", delivery)
-	req.Header.Set("X-Gitea-Signature", hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("push: %d", resp.StatusCode)
-	}
+	webhooktest.Push(t, c.URL, webhookSecret, delivery, "acme/widgets", branch, before, head)
 }
 
 func head(n byte) string { return strings.Repeat(string("0123456789abcdef"[n%16]), 40) }

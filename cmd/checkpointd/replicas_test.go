@@ -1,47 +1,18 @@
 package main
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"testing"
 
 	"github.com/checkpointd/checkpointd/store/storetest"
+	"github.com/checkpointd/checkpointd/webhook/webhooktest"
 )
 
 // deliverPush sends a signed Gitea push of branch fix-12 of acme/widgets,
 // moving it from before to after.
 func deliverPush(t *testing.T, base, secret, delivery, before, after string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/fix-12", "before": before, "after": after,
-		"repository": map[string]any{"id": 7, "full_name": "acme/widgets"}})
-	resp := postPush(t, base, secret, delivery, body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("push delivery: %d", resp.StatusCode)
-	}
-}
-
-// postPush posts body to the daemon's webhook endpoint as a Gitea push
-// delivery signed with secret.
-func postPush(t *testing.T, base, secret, delivery string, body []byte) *http.Response {
-	t.Helper()
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	req, _ := http.NewRequest("POST", base+"/webhooks/gitea", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Gitea-Event", "push")
-	req.Header.Set("X-Gitea-Event-Type", "push")
-	req.Header.Set("X-Gitea-Delivery", delivery)
-	req.Header.Set("X-Gitea-Signature", hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	webhooktest.Push(t, base, secret, delivery, "acme/widgets", "fix-12", before, after)
 }
 
 // TestServeReplicaStartKeepsValidity: the first replica to start resets

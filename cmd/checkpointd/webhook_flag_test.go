@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/checkpointd/checkpointd/webhook/webhooktest"
 )
 
 // TestServeWebhookMaxBody: --webhook-max-body-bytes reaches the webhook
@@ -19,11 +21,10 @@ func TestServeWebhookMaxBody(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"ref": "refs/tags/v1", "before": strings.Repeat("0", 40),
 			"after": strings.Repeat("1", 40), "repository": map[string]any{"id": 7, "full_name": "acme/widgets"},
 			"pad": strings.Repeat(" ", pad)})
-		resp := postPush(t, d.URL, secret, id, body)
-		defer resp.Body.Close()
+		status, raw := webhooktest.Post(t, d.URL, secret, "push", id, body)
 		var p struct{ Code string }
-		_ = json.NewDecoder(resp.Body).Decode(&p)
-		return resp.StatusCode, p.Code
+		_ = json.Unmarshal(raw, &p)
+		return status, p.Code
 	}
 	if code, problem := post("over-the-cap", 500); code != http.StatusRequestEntityTooLarge || problem != "payload_too_large" {
 		t.Errorf("delivery over the cap: %d %s, want 413 payload_too_large", code, problem)
