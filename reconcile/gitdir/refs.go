@@ -44,7 +44,11 @@ func objectName(s string) (string, bool) {
 		return "", false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i] | 0x20 // ASCII lower case
+		// Not s[i]|0x20: that maps control bytes 0x10-0x19 onto the digits.
+		c := s[i]
+		if c >= 'A' && c <= 'F' {
+			c += 'a' - 'A'
+		}
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return "", false
 		}
