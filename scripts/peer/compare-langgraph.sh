@@ -57,46 +57,17 @@ load_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
 echo "building checkpointd…" >&2
 (cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd)
 
-field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k {print $2; exit}'; }
-lt() { awk -F': *' -v k="$2" '$1 == k {sub(/ms$/, "", $2); split($2, a, " "); print a[1]; exit}' <<<"$1"; }
+# field, lt and http: the daemon's side, exactly as compare.sh runs it.
+clients=$CLIENTS
+# shellcheck source=../floor/http.sh
+source "$here/../floor/http.sh"
 
-# daemon ROUND: a fresh database, serve, token, load, stop (compare.sh's
-# http step, PostgreSQL only). It runs in this shell so the EXIT trap knows
-# the daemon's pid; its result line is appended to $tmp/daemon.results.
+# daemon ROUND: a fresh database, then compare.sh's http step on it; the
+# result line is appended to $tmp/daemon.results.
 daemon() {
-	local dir=$tmp/pg$1 log=$tmp/daemon$1.log addr= token out
 	psql -q -X -v ON_ERROR_STOP=1 -d "$admin_db" -c "SET client_min_messages = warning" \
 		-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" -c "CREATE DATABASE $http_db" >/dev/null
-	mkdir -p "$dir"
-	CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$dsn \
-		"$tmp/checkpointd" serve --listen 127.0.0.1:0 --log-level info >"$log" 2>&1 &
-	daemon_pid=$!
-	for _ in $(seq 300); do # up to 30 s for migrations and the listener
-		addr=$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$log" | head -n1)
-		[[ -n $addr ]] && break
-		kill -0 "$daemon_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if [[ -z $addr ]]; then
-		cat "$log" >&2
-		echo "daemon: it did not start" >&2
-		exit 1
-	fi
-	token=$(CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$dsn \
-		"$tmp/checkpointd" token create --role agent --name "peer-compare-$1" | tail -n1)
-	if ! out=$("$tmp/checkpointd" loadtest --url "http://$addr" --token "$token" --clients "$CLIENTS" \
-		--duration "${seconds}s" ${LOADTEST_FLAGS:-}); then
-		echo "$out" >&2
-		grep -v 'level=INFO' "$log" | tail -n 20 >&2
-		echo "daemon: the load test failed" >&2
-		exit 1
-	fi
-	kill -TERM "$daemon_pid"
-	wait "$daemon_pid" || true
-	daemon_pid=
-	echo "$out" | sed "s/^/  checkpointd | /" >&2
-	printf 'http postgres writes_s=%s p50_ms=%s p99_ms=%s\n' "$(lt "$out" 'writes/s')" \
-		"$(lt "$out" 'latency p50')" "$(lt "$out" 'latency p99')" >>"$tmp/daemon.results"
+	http postgres "$tmp/pg$1" "$dsn" "$tmp/daemon.results"
 }
 
 # peer: langgraph.sh (which installs what is missing and drops its schema).
