@@ -1,15 +1,14 @@
 package ui
 
 import (
-	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/internal/present"
 )
 
 // view is what every page template gets.
@@ -151,36 +150,17 @@ var funcs = template.FuncMap{
 	"reasons": reasonWords,
 }
 
-// ago is a duration for a person: 45s, 12m, 3h, 2d.
+// ago is how long ago t was, as the CLI shows ages (present.Age); a time
+// ahead of this clock is "now".
 func ago(t time.Time) string {
-	d := time.Since(t)
-	switch {
-	case d < 0:
-		return "now"
-	case d < time.Minute:
-		return strconv.Itoa(int(d.Seconds())) + "s"
-	case d < time.Hour:
-		return strconv.Itoa(int(d.Minutes())) + "m"
-	case d < 48*time.Hour:
-		return strconv.Itoa(int(d.Hours())) + "h"
+	if d := time.Since(t); d >= 0 {
+		return present.Age(d)
 	}
-	return strconv.Itoa(int(d.Hours()/24)) + "d"
+	return "now"
 }
 
-// target names what a session works on: #issue, !pr, branch.
-func target(s checkpointd.Session) string {
-	var parts []string
-	if s.Issue > 0 {
-		parts = append(parts, fmt.Sprintf("#%d", s.Issue))
-	}
-	if s.PR > 0 {
-		parts = append(parts, fmt.Sprintf("!%d", s.PR))
-	}
-	if s.Branch != "" {
-		parts = append(parts, s.Branch)
-	}
-	return strings.Join(parts, " ")
-}
+// target names what a session works on (present.Target).
+func target(s checkpointd.Session) string { return present.Target(&s) }
 
 func reasonWords(rs []checkpointd.BlockReason) string {
 	out := make([]string, len(rs))

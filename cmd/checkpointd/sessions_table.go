@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/internal/present"
 )
 
 // The session table. A session id is 36 characters and never cut, so a
@@ -133,22 +133,12 @@ func ellipsis(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// target names what a session works on: #issue, !pr, branch.
+// target is present.Target, "-" for none (a column is never empty).
 func target(s *checkpointd.Session) string {
-	var parts []string
-	if s.Issue > 0 {
-		parts = append(parts, "#"+strconv.FormatInt(s.Issue, 10))
+	if t := present.Target(s); t != "" {
+		return t
 	}
-	if s.PR > 0 {
-		parts = append(parts, "!"+strconv.FormatInt(s.PR, 10))
-	}
-	if s.Branch != "" {
-		parts = append(parts, s.Branch)
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, " ")
+	return "-"
 }
 
 // agentOf is the agent of the session's current run (none while parked
@@ -221,18 +211,5 @@ func completeness(s *checkpointd.Session) string {
 	return "no"
 }
 
-// age is a duration in at most three characters and one unit, the way
-// kubectl shows ages: 45s, 12m, 5h, 3d (days past 99 are still days).
-func age(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return strconv.Itoa(int(d/time.Second)) + "s"
-	case d < time.Hour:
-		return strconv.Itoa(int(d/time.Minute)) + "m"
-	case d < 48*time.Hour:
-		return strconv.Itoa(int(d/time.Hour)) + "h"
-	}
-	return strconv.Itoa(int(d/(24*time.Hour))) + "d"
-}
+// age is present.Age: the CLI and the console show ages alike.
+func age(d time.Duration) string { return present.Age(d) }
