@@ -44,3 +44,23 @@ func TestWatchEndsWhenTheTokenIsRevoked(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchEndsWhenTheStoreGoesAway: a stream whose token can no longer
+// be checked (the store is unreachable) ends with an error event rather
+// than streaming on unchecked (PostgreSQL through a proxy that is cut).
+func TestWatchEndsWhenTheStoreGoesAway(t *testing.T) {
+	storetest.RequirePostgres(t)
+	p := storetest.NewProxy(t, storetest.URL(t, storetest.Postgres), "")
+	s := storetest.OpenURL(t, p.URL, checkpointd.SystemClock{})
+	w := newWatchServer(t, s, nil)
+	st := w.watch(w.token(checkpointd.RoleReader, nil), "", "")
+	p.Cut()
+	defer p.Restore()
+	e, ok := st.next(10 * time.Second)
+	if !ok || e.Type != "error" || !strings.Contains(e.Data, "store_unavailable") {
+		t.Fatalf("after the store went away: %+v %v, want a store_unavailable error event", e, ok)
+	}
+	if _, ok := st.next(2 * time.Second); ok {
+		t.Error("the stream went on after its error event")
+	}
+}

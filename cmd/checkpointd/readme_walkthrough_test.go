@@ -18,9 +18,15 @@ const walkthroughMarker = "<!-- walkthrough: run by TestReadmeWalkthrough in cmd
 // directory: it must end resumable and with a completed drain. The block
 // runs under `set -euo pipefail`, so any failing command fails the test.
 func TestReadmeWalkthrough(t *testing.T) {
+	// Without its tools the walkthrough skips, as the browser tests do,
+	// except where CHECKPOINTD_TEST_REQUIRE_TOOLS=1 (.ci/run installs them):
+	// there it fails.
 	for _, tool := range []string{"bash", "curl", "jq", "openssl", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README walkthrough needs %s: %v", tool, err)
+			if os.Getenv("CHECKPOINTD_TEST_REQUIRE_TOOLS") == "1" {
+				t.Fatalf("the README walkthrough needs %s: %v", tool, err)
+			}
+			t.Skipf("the README walkthrough needs %s (%v): skipped", tool, err)
 		}
 	}
 	root, err := filepath.Abs("../..")
