@@ -114,10 +114,18 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 	waitingOn, nextActor := fleetNames(doc)
 	seenBefore := micros(now.Add(-checkpointd.SeenRefresh(s.liveness())))
 	cp := &checkpointd.Checkpoint{Document: *doc, SessionID: w.SessionID, CreatedAt: now, Digest: w.Digest, Redactions: w.Redactions}
+	if ok, err := s.writeInOneStatement(ctx, w, cp, checkpointInput{clearJSON: clearJSON, private: private, pr: pr, ws: ws,
+		head: head, waitingOn: waitingOn, nextActor: nextActor, seenBefore: seenBefore}); ok {
+		if err != nil {
+			return nil, err
+		}
+		return cp, nil
+	}
 	hot, err := s.checkpointStatements(ctx)
 	if err != nil {
 		return nil, s.classify(err)
 	}
+	var written writtenSession
 	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var seq, eseq int64
 		var repo, role, validity string
@@ -218,10 +226,14 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			map[string]any{"checkpoint_seq": seq}); err != nil {
 			return err
 		}
+		written = writtenSession{repo: repo, role: role, validity: string(cp.Validity), seq: seq}
 		return s.complete(ctx, tx, w.Idempotency, cp)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if s.dialect == "postgres" {
+		s.written.set(w.SessionID, written)
 	}
 	return cp, nil
 }

@@ -171,3 +171,17 @@ func CheckpointAAD(sessionID string, seq int64) []byte { return checkpointAAD(se
 
 // DocumentDigest is what a checkpoint row keeps of its clear document.
 func DocumentDigest(document []byte) string { return documentDigest(document) }
+
+// SetOneStatementWrite turns the one-statement checkpoint write on or off.
+func SetOneStatementWrite(s *Store, on bool) { s.written.off.Store(!on) }
+
+// OneStatementWrites counts the checkpoint writes the one statement made,
+// and those it declined by reason.
+func OneStatementWrites(s *Store) (taken int64, declined map[string]int64) {
+	declined = map[string]int64{}
+	s.written.declines.Range(func(k, v any) bool {
+		declined[k.(string)] = v.(interface{ Load() int64 }).Load()
+		return true
+	})
+	return s.written.taken.Load(), declined
+}

@@ -94,6 +94,9 @@ type Store struct {
 	url    string
 	tokens tokenCache
 	feed   feedWaiters
+	// written are the sessions the one-statement checkpoint write knows
+	// (onestatement.go).
+	written writtenSessions
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
