@@ -123,6 +123,7 @@ func (r *releases) signal() {
 // readers of this process look for new events.
 func (s *Store) committed() {
 	s.feed.wake()
+	s.notifyFeed()
 	if s.releases.waiting.Load() {
 		s.releases.signal()
 	}

@@ -185,3 +185,11 @@ func OneStatementWrites(s *Store) (taken int64, declined map[string]int64) {
 	})
 	return s.written.taken.Load(), declined
 }
+
+// SetFeedPoll sets how often PostgreSQL feed readers are woken without a
+// notification, until the test ends.
+func SetFeedPoll(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := feedPoll
+	feedPoll = d
+	t.Cleanup(func() { feedPoll = old })
+}

@@ -242,8 +242,10 @@ VALUES ($1, $2, 1, 'checkpoint.written', '', '{}')`, sess.ID, seq); err != nil {
 }
 
 // TestFeedWakeups: a commit wakes the feed readers of its own store and,
-// on PostgreSQL, of another store on the same database (LISTEN/NOTIFY).
+// on PostgreSQL, of another store on the same database (the NOTIFY the
+// writer sends after its commit; the poll is set out of reach).
 func TestFeedWakeups(t *testing.T) {
+	store.SetFeedPoll(t, time.Hour)
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		url := storetest.URL(t, b)
 		a := storetest.OpenURL(t, url, checkpointd.SystemClock{})
@@ -301,4 +303,22 @@ func TestRetentionPrunesDrainFeed(t *testing.T) {
 			t.Fatalf("drain changes after retention (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestFeedWakeupsPoll: a commit whose wake-up never came (here: written
+// past the store, as by a replica that died before its NOTIFY) still
+// wakes a PostgreSQL reader, by its poll.
+func TestFeedWakeupsPoll(t *testing.T) {
+	store.SetFeedPoll(t, 100*time.Millisecond)
+	url := storetest.URL(t, storetest.Postgres)
+	r := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	c, err := r.FeedWakeups(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c:
+	case <-time.After(2 * time.Second):
+		t.Fatal("reader not woken by its poll within 2s")
+	}
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/checkpointd/checkpointd/migrations"
 )
 
-// FeedChannel is the PostgreSQL notification channel of the feed. The
-// trigger of migration 00018 notifies it when a transaction that wrote
-// events or drain changes commits; the payload is the schema, never data.
+// FeedChannel is the PostgreSQL notification channel of the feed. Each
+// replica notifies it after its commits (feed_notify.go); the payload is
+// the schema, never data.
 const FeedChannel = "checkpointd_feed"
 
 // feedWaiters are this process's feed readers, woken after every commit:
@@ -73,11 +73,17 @@ const feedListenTimeout = 10 * time.Second
 // reads from its last position, so nothing is lost meanwhile.
 var feedPing = 30 * time.Second
 
+// feedPoll wakes a PostgreSQL reader even when no notification came: a
+// replica sends its wake-up after its commit (feed_notify.go), so one that
+// died in between, or whose NOTIFY failed, leaves its last commit to this.
+var feedPoll = time.Second
+
 // FeedWakeups returns a channel that receives (coalesced) after a commit
 // that may have added to the feed: of this process, and on PostgreSQL of
-// any replica (LISTEN on FeedChannel over its own connection). On return
-// the listener is established: a commit after FeedWakeups returns wakes
-// the channel. It stays open until ctx ends. Errors: ErrStoreUnavailable.
+// any replica (LISTEN on FeedChannel over its own connection; and every
+// feedPoll in case a wake-up was lost). On return the listener is
+// established: a commit after FeedWakeups returns wakes the channel. It
+// stays open until ctx ends. Errors: ErrStoreUnavailable.
 func (s *Store) FeedWakeups(ctx context.Context) (<-chan struct{}, error) {
 	c := make(chan struct{}, 1)
 	s.feed.add(c)
@@ -120,10 +126,14 @@ func (s *Store) FeedWakeups(ctx context.Context) (<-chan struct{}, error) {
 		defer l.Close()
 		ping := time.NewTicker(feedPing)
 		defer ping.Stop()
+		poll := time.NewTicker(feedPoll)
+		defer poll.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-poll.C:
+				signal(c)
 			case n := <-l.Notify:
 				// nil: the connection was re-established (also told above).
 				if n == nil || n.Extra == schema {

@@ -97,6 +97,8 @@ type Store struct {
 	// written are the sessions the one-statement checkpoint write knows
 	// (onestatement.go).
 	written writtenSessions
+	// notifier wakes the other replicas' feed readers (feed_notify.go).
+	notifier feedNotifier
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -210,6 +212,7 @@ func (s *Store) Close() error {
 	s.closeReadiness()
 	s.closeTokenListener()
 	s.stopReleases()
+	s.stopFeedNotifier()
 	if s.group != nil {
 		s.group.close()
 	}

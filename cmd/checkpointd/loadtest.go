@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -144,6 +145,24 @@ type loadResult struct {
 	Sessions  int
 	// Stopped explains clients that gave up early.
 	Stopped []string
+	// UserCPU and SystemCPU are what this process spent while writing:
+	// the load generator's share of the machine it measures on.
+	UserCPU, SystemCPU time.Duration
+}
+
+// cpuTimes is the user and system CPU this process used so far.
+type cpuTimes struct{ user, system time.Duration }
+
+func processCPU() cpuTimes {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuTimes{}
+	}
+	return cpuTimes{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())}
+}
+
+func (c cpuTimes) sub(from cpuTimes) (user, system time.Duration) {
+	return c.user - from.user, c.system - from.system
 }
 
 // loadSession is one client's session and the run it writes as.
@@ -189,7 +208,9 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 	}
 	var res *loadResult
 	if setupErr == nil {
+		cpu0 := processCPU()
 		res = lc.drive(ctx, sessions)
+		res.UserCPU, res.SystemCPU = processCPU().sub(cpu0)
 		res.Sessions = len(sessions)
 	}
 	// Sessions are ended even when the test is interrupted, with their own
@@ -369,6 +390,10 @@ func (r *loadResult) print(w io.Writer, cfg loadConfig) {
 	fmt.Fprintf(w, "latency p90: %s\n", ms(percentile(r.Latencies, 90)))
 	fmt.Fprintf(w, "latency p99: %s\n", ms(percentile(r.Latencies, 99)))
 	fmt.Fprintf(w, "latency max: %s\n", ms(percentile(r.Latencies, 100)))
+	if r.OK > 0 {
+		fmt.Fprintf(w, "client cpu:  %.2fs user, %.2fs sys, %.0f µs/write\n", r.UserCPU.Seconds(), r.SystemCPU.Seconds(),
+			float64((r.UserCPU+r.SystemCPU).Microseconds())/float64(r.OK))
+	}
 	for _, s := range r.Stopped {
 		fmt.Fprintf(w, "stopped:     %s\n", s)
 	}

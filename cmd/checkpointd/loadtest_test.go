@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,6 +84,10 @@ func TestLoadtestWritesCheckpoints(t *testing.T) {
 	p50, p90, p99, pmax := loadtestNumber(t, out, "latency p50"), loadtestNumber(t, out, "latency p90"), loadtestNumber(t, out, "latency p99"), loadtestNumber(t, out, "latency max")
 	if p50 <= 0 || p50 > p90 || p90 > p99 || p99 > pmax {
 		t.Errorf("latencies not ordered: p50 %v p90 %v p99 %v max %v", p50, p90, p99, pmax)
+	}
+	// The load generator's own CPU, its share of the machine it measures.
+	if m := regexp.MustCompile(`^[0-9.]+s user, [0-9.]+s sys, ([0-9]+) µs/write$`).FindStringSubmatch(out["client cpu"]); m == nil || m[1] == "0" {
+		t.Errorf("client cpu %q, want user, sys and a non-zero µs/write", out["client cpu"])
 	}
 
 	// Every acknowledged write is in the store, on sessions that were ended.

@@ -88,6 +88,8 @@ awk -v pt="$(field "$pg_tx" tps)" -v p50="$(field "$pg_tx" p50_ms)" -v p99="$(fi
 	-v ht="$(field "$pg_http" writes_s)" -v h50="$(field "$pg_http" p50_ms)" -v h99="$(field "$pg_http" p99_ms)" \
 	-v st="$(field "$sq_floor" tps)" -v s50="$(field "$sq_floor" p50_ms)" -v s99="$(field "$sq_floor" p99_ms)" \
 	-v qt="$(field "$sq_http" writes_s)" -v q50="$(field "$sq_http" p50_ms)" -v q99="$(field "$sq_http" p99_ms)" \
+	-v hd="$(field "$pg_http" daemon_us)" -v hp="$(field "$pg_http" pg_us)" -v hc="$(field "$pg_http" client_us)" \
+	-v qd="$(field "$sq_http" daemon_us)" -v qc="$(field "$sq_http" client_us)" \
 	-v c="$clients" -v s="$seconds" -v la0="$load_start" -v la1="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')" 'BEGIN {
 	printf "\n%d clients, %ds each, ~3 KB documents; load average %s at start, %s at end\n\n", c, s, la0, la1
 	printf "%-24s %10s %9s %9s\n", "", "tx|writes/s", "p50 ms", "p99 ms"
@@ -96,6 +98,9 @@ awk -v pt="$(field "$pg_tx" tps)" -v p50="$(field "$pg_tx" p50_ms)" -v p99="$(fi
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres HTTP", ht, h50, h99
 	printf "%-24s %10.1f %9.2f %9.2f\n", "sqlite floor", st, s50, s99
 	printf "%-24s %10.1f %9.2f %9.2f\n\n", "sqlite HTTP", qt, q50, q99
+	printf "CPU per write, µs        %10s %9s %9s\n", "daemon", "database", "client"
+	printf "%-24s %10s %9s %9s\n", "postgres HTTP", hd, hp, hc
+	printf "%-24s %10s %9s %9s\n\n", "sqlite HTTP", qd, "(in it)", qc
 	r1 = (pt > 0) ? ht / pt : 0; r2 = (p99 > 0) ? h99 / p99 : 0; r3 = (st > 0) ? qt / st : 0
 	r4 = (ct > 0) ? ht / ct : 0
 	printf "%-42s %6s %8s  %s\n", "target", "got", "want", ""

@@ -8,6 +8,30 @@
 field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k {print $2; exit}'; }
 lt() { awk -F': *' -v k="$2" '$1 == k {sub(/ms$/, "", $2); split($2, a, " "); print a[1]; exit}' <<<"$1"; }
 
+# cpu_ticks PID…: user+system CPU the processes used so far, in clock ticks
+# (fields 14 and 15 of /proc/PID/stat; the command name before them is one
+# word for the daemon and PostgreSQL). pg_ticks: all of PostgreSQL's
+# processes, background ones included (they work for the writes too), and
+# those that ended: the postmaster's reaped children (fields 16 and 17).
+cpu_ticks() {
+	local p t=0
+	for p in "$@"; do
+		[[ -r /proc/$p/stat ]] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+pg_ticks() {
+	local postmaster live
+	postmaster=$(pgrep -o -x postgres || true)
+	live=$(cpu_ticks $(pgrep -x postgres || true))
+	if [[ -n $postmaster && -r /proc/$postmaster/stat ]]; then
+		live=$((live + $(awk '{print $16 + $17}' "/proc/$postmaster/stat")))
+	fi
+	echo "$live"
+}
+# per_write TICKS WRITES: µs of CPU per write.
+per_write() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", (n > 0) ? t * 1e6 / hz / n : 0 }'; }
+
 # http NAME DATA_DIR [DATABASE_URL [RESULT_FILE]]: serve, create a token,
 # load, stop. It runs in the caller's shell, never in $(…), so the EXIT trap
 # knows the daemon's pid; its result line is appended to RESULT_FILE
@@ -31,6 +55,11 @@ http() {
 	fi
 	token=$(CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$url \
 		"$tmp/checkpointd" token create --role agent --name "compare-$name" | tail -n1)
+	# CPU of the daemon and of PostgreSQL across the load (PostgreSQL's
+	# only when the daemon uses it; the backends of the daemon's pool are
+	# alive until it stops), the load generator's from its own report.
+	local d0 p0 d1 p1
+	d0=$(cpu_ticks "$daemon_pid") p0=$(pg_ticks)
 	if ! out=$("$tmp/checkpointd" loadtest --url "http://$addr" --token "$token" --clients "$clients" \
 		--duration "${seconds}s" ${LOADTEST_FLAGS:-}); then
 		echo "$out" >&2
@@ -38,10 +67,15 @@ http() {
 		echo "$name: the load test failed" >&2
 		exit 1
 	fi
+	d1=$(cpu_ticks "$daemon_pid") p1=$(pg_ticks)
 	kill -TERM "$daemon_pid"
 	wait "$daemon_pid" || true
 	daemon_pid=
 	echo "$out" | sed "s/^/  $name | /" >&2
-	printf 'http %s writes_s=%s p50_ms=%s p99_ms=%s\n' "$name" "$(lt "$out" 'writes/s')" \
-		"$(lt "$out" 'latency p50')" "$(lt "$out" 'latency p99')" >>"$result"
+	local n pg_us=-
+	n=$(lt "$out" succeeded)
+	[[ -n $url ]] && pg_us=$(per_write $((p1 - p0)) "$n")
+	printf 'http %s writes_s=%s p50_ms=%s p99_ms=%s daemon_us=%s pg_us=%s client_us=%s\n' "$name" "$(lt "$out" 'writes/s')" \
+		"$(lt "$out" 'latency p50')" "$(lt "$out" 'latency p99')" "$(per_write $((d1 - d0)) "$n")" "$pg_us" \
+		"$(awk -F'[ ,]+' '/^client cpu:/ {print $(NF-1); exit}' <<<"$out")" >>"$result"
 }

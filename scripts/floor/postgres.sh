@@ -86,20 +86,31 @@ reset() {
 	SQL
 }
 
-# run NAME SCRIPT: one pgbench run; prints the floor line.
+# pg_ticks and per_write: the CPU accounting the daemon's side uses.
+# shellcheck source=http.sh
+source "$here/http.sh"
+
+# run NAME SCRIPT: one pgbench run; prints the floor line, with the CPU
+# per transaction of PostgreSQL and of pgbench (from /usr/bin/time, "-"
+# without it).
 run() {
-	local name=$1 script=$2 out
+	local name=$1 script=$2 out p0 p1 timer=()
 	reset
-	rm -f "$tmp"/log*
+	rm -f "$tmp"/log* "$tmp/time"
+	[[ -x /usr/bin/time ]] && timer=(/usr/bin/time -o "$tmp/time" -f '%U %S')
+	p0=$(pg_ticks)
 	# timeout: pgbench stops itself at -T, this only guards a hung server.
-	out=$(cd "$tmp" && timeout $((seconds + 60)) pgbench -n -M prepared -c "$clients" -j "$threads" -T "$seconds" \
+	out=$(cd "$tmp" && timeout $((seconds + 60)) "${timer[@]}" pgbench -n -M prepared -c "$clients" -j "$threads" -T "$seconds" \
 		-l --log-prefix="$tmp/log" "${defines[@]}" -f "$here/$script" "$db" 2>&1) || {
 		echo "$out" >&2
 		echo "pgbench $name failed" >&2
 		exit 1
 	}
-	local tps failed
+	p1=$(pg_ticks)
+	local tps failed n client_us=-
 	tps=$(awk '/^tps = / {print $3; exit}' <<<"$out")
+	n=$(awk '/number of transactions actually processed/ {print $NF; exit}' <<<"$out")
+	[[ -s $tmp/time ]] && client_us=$(awk -v n="$n" '{printf "%.0f", (n > 0) ? ($1 + $2) * 1e6 / n : 0}' "$tmp/time")
 	failed=$(awk '/number of failed transactions/ {print $5; exit}' <<<"$out")
 	if [[ ${failed:-0} != 0 ]]; then
 		echo "$out" >&2
@@ -108,13 +119,14 @@ run() {
 	fi
 	# Field 3 of the per-transaction log is the latency in microseconds.
 	cat "$tmp"/log* | awk '{print $3}' | sort -n | awk -v name="$name" -v tps="$tps" \
+		-v pg_us="$(per_write $((p1 - p0)) "$n")" -v client_us="$client_us" \
 		-v c="$clients" -v s="$seconds" -v b="${#doc}" '
 		{ v[NR] = $1 }
 		END {
 			if (NR == 0) { print "no transactions logged" > "/dev/stderr"; exit 1 }
 			p50 = v[int(NR * 0.50 + 0.5) > 0 ? int(NR * 0.50 + 0.5) : 1]
 			p99 = v[int(NR * 0.99 + 0.5) > 0 ? int(NR * 0.99 + 0.5) : 1]
-			printf "floor %s clients=%d seconds=%d doc_bytes=%d tps=%.1f p50_ms=%.2f p99_ms=%.2f\n", name, c, s, b, tps, p50 / 1000, p99 / 1000
+			printf "floor %s clients=%d seconds=%d doc_bytes=%d tps=%.1f p50_ms=%.2f p99_ms=%.2f pg_us=%s client_us=%s\n", name, c, s, b, tps, p50 / 1000, p99 / 1000, pg_us, client_us
 		}'
 }
 

@@ -72,14 +72,18 @@ daemon() {
 
 # peer: langgraph.sh (which installs what is missing and drops its schema).
 peer() {
-	local line
+	local line p0 p1
+	p0=$(pg_ticks)
 	line=$(bash "$here/langgraph.sh" "$seconds" 2>"$tmp/peer.err") || {
 		cat "$tmp/peer.err" >&2
 		echo "peer: langgraph.sh failed" >&2
 		exit 1
 	}
+	p1=$(pg_ticks)
 	sed "s/^/  langgraph   | /" "$tmp/peer.err" >&2
-	echo "$line" >>"$tmp/peer.results"
+	# PostgreSQL's CPU across the run (its set-up included: a few
+	# statements) per put.
+	echo "$line pg_us=$(per_write $((p1 - p0)) "$(field "$line" puts)")" >>"$tmp/peer.results"
 }
 
 for r in $(seq "$rounds"); do
@@ -102,13 +106,16 @@ p=$(median "$tmp/peer.results" puts_s)
 
 awk -v ht="$(field "$d" writes_s)" -v h50="$(field "$d" p50_ms)" -v h99="$(field "$d" p99_ms)" \
 	-v lt="$(field "$p" puts_s)" -v l50="$(field "$p" p50_ms)" -v l99="$(field "$p" p99_ms)" \
-	-v lcpu="$(field "$p" cpu_us_per_put)" -v c="$CLIENTS" -v s="$seconds" -v n="$rounds" \
+	-v lcpu="$(field "$p" cpu_us_per_put)" -v lpg="$(field "$p" pg_us)" \
+	-v hd="$(field "$d" daemon_us)" -v hp="$(field "$d" pg_us)" -v hc="$(field "$d" client_us)" -v c="$CLIENTS" -v s="$seconds" -v n="$rounds" \
 	-v la0="$load_start" -v la1="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')" 'BEGIN {
 	printf "\n%d clients, %ds each, %d round(s)%s, ~3 KB documents; load average %s at start, %s at end\n\n", c, s, n, (n > 1) ? " (medians)" : "", la0, la1
 	printf "%-24s %10s %9s %9s\n", "", "writes/s", "p50 ms", "p99 ms"
 	printf "%-24s %10.1f %9.2f %9.2f\n", "checkpointd HTTP (pg)", ht, h50, h99
 	printf "%-24s %10.1f %9.2f %9.2f\n\n", "langgraph put (pg)", lt, l50, l99
-	printf "langgraph node process: %d µs CPU per put\n\n", lcpu
+	printf "CPU per write, µs        %10s %9s %9s\n", "in-process", "database", "client"
+	printf "%-24s %10s %9s %9s\n", "checkpointd HTTP (pg)", hd, hp, hc
+	printf "%-24s %10s %9s %9s\n\n", "langgraph put (pg)", lcpu, lpg, "(in it)"
 	r = (lt > 0) ? ht / lt : 0
 	printf "%-42s %6s %8s  %s\n", "target", "got", "want", ""
 	printf "%-42s %5.2fx %8s  %s\n", "checkpointd writes/s / langgraph puts/s", r, ">= 1.0x", (r >= 1.0) ? "met" : "MISSED"

@@ -177,7 +177,7 @@ try {
   console.error(`latency max: ${ms(100)}ms`);
   console.error(`node cpu:    ${(cpu.user / 1e6).toFixed(2)}s user, ${(cpu.system / 1e6).toFixed(2)}s sys, ${cpuPerPut.toFixed(0)} µs/put`);
   console.log(`peer langgraph-postgres clients=${clients} seconds=${seconds} doc_bytes=${docBytes} ` +
-    `puts_s=${rate.toFixed(1)} p50_ms=${ms(50)} p99_ms=${ms(99)} cpu_us_per_put=${cpuPerPut.toFixed(0)}`);
+    `puts=${puts} puts_s=${rate.toFixed(1)} p50_ms=${ms(50)} p99_ms=${ms(99)} cpu_us_per_put=${cpuPerPut.toFixed(0)}`);
 } catch (e) {
   console.error("langgraph.mjs:", e);
   exitCode = 1;
