@@ -34,6 +34,10 @@ const callWriteCheckpoint = `SELECT validity, declined FROM checkpointd_write_ch
     $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29,
     $30, $31, $32, $33, $34, $35)`
 
+// declinedCode is the SQLSTATE checkpointd_write_checkpoint declines with
+// once it has updated the session row; its message says why.
+const declinedCode = "CK001"
+
 // writtenSession is what a session's next checkpoint write must know
 // before its statement: the repo and role (they never change: the scope
 // and binding are checked on them first), the seq it was last seen at (the
@@ -172,6 +176,10 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		idemScope, idemKey, idemClaim, idemStatus, idemResponse).Scan(&validity, &declined)
 	var pe *pq.Error
 	switch {
+	case errors.As(err, &pe) && pe.Code == declinedCode:
+		// Declined after the session row's update: rolled back whole.
+		s.written.decline(pe.Message)
+		return false, nil
 	case err != nil && (retryable(err) || errors.As(err, &pe) && pe.Code == "42883"):
 		// A conflict the transaction retries; or no function (a schema
 		// older than this binary): the transaction knows what to do.

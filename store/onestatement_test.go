@@ -420,7 +420,7 @@ func TestOneStatementWritesRaceAcrossReplicas(t *testing.T) {
 	if takenS+takenR == 0 {
 		t.Error("the one statement took none of the writes")
 	}
-	if declinedS["seq"]+declinedR["seq"] == 0 {
+	if declinedS["row"]+declinedR["row"] == 0 {
 		t.Error("no prediction collided: the race did not happen")
 	}
 }

@@ -8,10 +8,13 @@
 -- rendered its answer with it), the run and binding are the ones the
 -- caller checked, every lease the document names is held, nothing moves
 -- to another ref, the verdict on validity is the one the session already
--- has, and a claimed key is still the request's. On
--- anything else it returns why it declined (declined) before it has
--- written a thing, and the caller runs the full transaction, which answers
--- exactly as before; else the validity it judged.
+-- has, and a claimed key is still the request's. On anything else it
+-- declines without a trace, and the caller runs the full transaction,
+-- which answers exactly as before: when the session row does not match,
+-- nothing is written (declined = 'row'); what it learns after updating the
+-- row (a lease, the validity, the claim) it declines by raising SQLSTATE
+-- CK001 with the reason as message, which rolls the statement back whole.
+-- Else it returns the validity it judged.
 -- VOLATILE (the default): under READ COMMITTED each statement inside sees
 -- a fresh snapshot, so the live ref is read after the session row is
 -- locked, as the transaction reads it.
@@ -37,29 +40,36 @@ DECLARE
     judged text;
     judged_reason text := '';
 BEGIN
-    SELECT * INTO s FROM sessions WHERE id = p_session FOR UPDATE;
-    IF NOT FOUND OR s.state <> 'active' OR s.current_run_id = '' OR s.current_run_id <> p_run OR s.run_seq <> p_token THEN
-        declined := 'run'; RETURN;
-    END IF;
-    IF s.repo <> p_repo OR s.role <> p_role THEN
-        declined := 'binding'; RETURN;
-    END IF;
-    IF s.checkpoint_seq + 1 <> p_seq THEN
-        declined := 'seq'; RETURN;
-    END IF;
-    IF (p_pr IS NOT NULL AND p_pr <> s.pr) OR (p_branch IS NOT NULL AND p_branch <> s.branch) THEN
-        declined := 'ref'; RETURN;
-    END IF;
-    IF s.validity = 'invalidated' THEN
-        declined := 'validity'; RETURN;
+    -- Everything the row says, checked by the write itself: no row, no write.
+    UPDATE sessions SET
+        checkpoint_seq = p_seq,
+        event_seq = event_seq + 1,
+        updated_at = p_now,
+        checkpoint_at = p_now,
+        worktree = COALESCE(p_worktree, worktree),
+        head = p_head,
+        stage = p_stage,
+        waiting_on = p_waiting_on,
+        next_actor = p_next_actor,
+        run_seen_at = CASE WHEN run_seen_at < p_seen_before THEN p_now ELSE run_seen_at END,
+        write_failed_at = NULL,
+        write_failed_code = '',
+        leases_ok = TRUE,
+        latest_complete = p_complete,
+        latest_missing = p_missing,
+        drain_ready = p_complete
+    WHERE id = p_session AND state = 'active' AND current_run_id <> '' AND current_run_id = p_run AND run_seq = p_token
+        AND repo = p_repo AND role = p_role AND checkpoint_seq = p_seq - 1
+        AND (p_pr IS NULL OR p_pr = pr) AND (p_branch IS NULL OR p_branch = branch) AND sessions.validity <> 'invalidated'
+    RETURNING * INTO s;
+    IF NOT FOUND THEN
+        declined := 'row'; RETURN;
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(p_lease_ids, p_lease_tokens) AS c(id, token)
             WHERE NOT EXISTS (SELECT 1 FROM leases l WHERE l.id = c.id AND l.run_id = p_run
                 AND l.state = 'held' AND l.expires_at > p_now AND l.fencing_token = c.token)) THEN
-        declined := 'lease'; RETURN;
+        RAISE EXCEPTION USING ERRCODE = 'CK001', MESSAGE = 'lease';
     END IF;
-    -- The bound ref's live state: its branch's when observed, else its PR's
-    -- (store/liverefs.go liveRef); a placeholder row is nothing observed.
     SELECT l.head, l.state INTO live_head, live_state FROM live_refs l
     WHERE l.repo_key = p_repo_key AND l.state <> ''
         AND l.ref IN (CASE WHEN s.branch <> '' THEN 'branch:' || s.branch END, CASE WHEN s.pr > 0 THEN 'pr:' || s.pr END)
@@ -69,50 +79,24 @@ BEGIN
     ELSIF live_state = 'open' AND p_head <> '' AND p_head = live_head THEN
         judged := 'valid';
     ELSE
-        declined := 'validity'; RETURN;
+        RAISE EXCEPTION USING ERRCODE = 'CK001', MESSAGE = 'validity';
     END IF;
-    -- A caller that rendered an idempotent response ahead rendered it for
-    -- p_validity: the session's validity when it last wrote.
     IF judged <> s.validity OR judged_reason <> s.validity_reason OR judged <> COALESCE(p_validity, judged) THEN
-        declined := 'validity'; RETURN;
+        RAISE EXCEPTION USING ERRCODE = 'CK001', MESSAGE = 'validity';
     END IF;
-    -- An Idempotency-Key's claim must still be this request's; locked, it
-    -- stays so until the commit (store/idempotency.go complete).
     IF p_idem_key IS NOT NULL THEN
-        PERFORM 1 FROM idempotency WHERE scope = p_idem_scope AND idem_key = p_idem_key AND claim = p_idem_claim FOR UPDATE;
+        UPDATE idempotency SET claim = '', status = p_idem_status, response = p_idem_response
+        WHERE scope = p_idem_scope AND idem_key = p_idem_key AND claim = p_idem_claim;
         IF NOT FOUND THEN
-            declined := 'idempotency'; RETURN;
+            RAISE EXCEPTION USING ERRCODE = 'CK001', MESSAGE = 'idempotency';
         END IF;
     END IF;
-
-    UPDATE sessions SET
-        checkpoint_seq = p_seq,
-        event_seq = s.event_seq + 1,
-        updated_at = p_now,
-        checkpoint_at = p_now,
-        worktree = COALESCE(p_worktree, s.worktree),
-        head = p_head,
-        stage = p_stage,
-        waiting_on = p_waiting_on,
-        next_actor = p_next_actor,
-        run_seen_at = CASE WHEN s.run_seen_at < p_seen_before THEN p_now ELSE s.run_seen_at END,
-        write_failed_at = NULL,
-        write_failed_code = '',
-        leases_ok = TRUE,
-        latest_complete = p_complete,
-        latest_missing = p_missing,
-        drain_ready = p_complete
-    WHERE id = p_session;
     INSERT INTO checkpoints (session_id, seq, parent_seq, run_id, fencing_token, created_at, stage,
         branch, head, digest, redactions, complete, missing, document, sealed, document_digest)
     VALUES (p_session, p_seq, NULLIF(p_seq - 1, 0), p_run, p_token, p_now, p_stage,
         p_ws_branch, p_head, p_digest, p_redactions, p_complete, p_missing, p_document, p_sealed, p_document_digest);
     INSERT INTO events (session_id, seq, at, kind, run_id, data)
-    VALUES (p_session, s.event_seq + 1, p_now, p_event_kind, p_run, p_event_data);
-    IF p_idem_key IS NOT NULL THEN
-        UPDATE idempotency SET claim = '', status = p_idem_status, response = p_idem_response
-        WHERE scope = p_idem_scope AND idem_key = p_idem_key AND claim = p_idem_claim;
-    END IF;
+    VALUES (p_session, s.event_seq, p_now, p_event_kind, p_run, p_event_data);
     validity := judged;
 END $$;
 -- +goose StatementEnd
