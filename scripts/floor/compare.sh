@@ -22,7 +22,8 @@
 # postgres.sh; CLIENTS (default 16); PG_DSN_OPTIONS, extra query parameters
 # for the daemon's PostgreSQL URL (e.g. "binary_parameters=yes") to try a
 # driver setting without touching code; LOADTEST_FLAGS, extra flags for
-# `checkpointd loadtest` (e.g. "--idempotency-keys").
+# `checkpointd loadtest` (e.g. "--idempotency-keys"); DAEMON_ENV, extra
+# NAME=VALUE settings for the daemon's environment (e.g. "GOGC=800").
 set -euo pipefail
 
 seconds=${1:-10}

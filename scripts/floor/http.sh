@@ -39,7 +39,10 @@ per_write() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf
 http() {
 	local name=$1 dir=$2 url=${3:-} result=${4:-$tmp/$1.result} log=$tmp/$1.$RANDOM.log addr= token out
 	mkdir -p "$dir"
-	CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$url \
+	# DAEMON_ENV: extra NAME=VALUE words for the daemon's environment only
+	# (e.g. GOGC=800), to try a runtime setting without touching code.
+	# shellcheck disable=SC2086
+	CHECKPOINTD_DATA_DIR=$dir CHECKPOINTD_DATABASE_URL=$url env ${DAEMON_ENV:-} \
 		"$tmp/checkpointd" serve --listen 127.0.0.1:0 --log-level info >"$log" 2>&1 &
 	daemon_pid=$!
 	for _ in $(seq 300); do # up to 30 s for migrations and the listener
