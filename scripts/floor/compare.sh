@@ -3,7 +3,8 @@
 # against the raw database floor, on both backends, in one run.
 #
 #   1. PostgreSQL floor: postgres.sh (pgbench, 16 clients, the transaction of
-#      store.WriteCheckpoint; plus its one-round-trip CTE variant).
+#      store.WriteCheckpoint; plus its one-round-trip CTE variant and the
+#      daemon's own one-statement write, for information).
 #   2. The daemon on a fresh PostgreSQL database (random loopback port, its
 #      own data dir), an agent token from `checkpointd token create`, then
 #      `checkpointd loadtest --clients 16`; the daemon is stopped.
@@ -68,6 +69,7 @@ pg_floor=$(bash "$here/postgres.sh" "$seconds")
 echo "$pg_floor" >&2
 pg_tx=$(grep '^floor postgres-tx ' <<<"$pg_floor")
 pg_cte=$(grep '^floor postgres-cte ' <<<"$pg_floor")
+pg_fn=$(grep '^floor postgres-fn ' <<<"$pg_floor")
 
 echo "daemon on PostgreSQL…" >&2
 psql -q -X -v ON_ERROR_STOP=1 -d "$admin_db" -c "SET client_min_messages = warning" \
@@ -89,6 +91,10 @@ awk -v pt="$(field "$pg_tx" tps)" -v p50="$(field "$pg_tx" p50_ms)" -v p99="$(fi
 	-v ht="$(field "$pg_http" writes_s)" -v h50="$(field "$pg_http" p50_ms)" -v h99="$(field "$pg_http" p99_ms)" \
 	-v st="$(field "$sq_floor" tps)" -v s50="$(field "$sq_floor" p50_ms)" -v s99="$(field "$sq_floor" p99_ms)" \
 	-v qt="$(field "$sq_http" writes_s)" -v q50="$(field "$sq_http" p50_ms)" -v q99="$(field "$sq_http" p99_ms)" \
+	-v ft="$(field "$pg_fn" tps)" -v f50="$(field "$pg_fn" p50_ms)" -v f99="$(field "$pg_fn" p99_ms)" \
+	-v tpg="$(field "$pg_tx" pg_us)" -v tcl="$(field "$pg_tx" client_us)" \
+	-v cpg="$(field "$pg_cte" pg_us)" -v ccl="$(field "$pg_cte" client_us)" \
+	-v fpg="$(field "$pg_fn" pg_us)" -v fcl="$(field "$pg_fn" client_us)" \
 	-v hd="$(field "$pg_http" daemon_us)" -v hp="$(field "$pg_http" pg_us)" -v hc="$(field "$pg_http" client_us)" \
 	-v qd="$(field "$sq_http" daemon_us)" -v qc="$(field "$sq_http" client_us)" \
 	-v c="$clients" -v s="$seconds" -v la0="$load_start" -v la1="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')" 'BEGIN {
@@ -96,10 +102,14 @@ awk -v pt="$(field "$pg_tx" tps)" -v p50="$(field "$pg_tx" p50_ms)" -v p99="$(fi
 	printf "%-24s %10s %9s %9s\n", "", "tx|writes/s", "p50 ms", "p99 ms"
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (5 trips)", pt, p50, p99
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (CTE)", ct, c50, c99
+	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres daemon's stmt", ft, f50, f99
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres HTTP", ht, h50, h99
 	printf "%-24s %10.1f %9.2f %9.2f\n", "sqlite floor", st, s50, s99
 	printf "%-24s %10.1f %9.2f %9.2f\n\n", "sqlite HTTP", qt, q50, q99
 	printf "CPU per write, µs        %10s %9s %9s\n", "daemon", "database", "client"
+	printf "%-24s %10s %9s %9s\n", "postgres floor (5 trips)", "-", tpg, tcl
+	printf "%-24s %10s %9s %9s\n", "postgres floor (CTE)", "-", cpg, ccl
+	printf "%-24s %10s %9s %9s\n", "postgres daemon's stmt", "-", fpg, fcl
 	printf "%-24s %10s %9s %9s\n", "postgres HTTP", hd, hp, hc
 	printf "%-24s %10s %9s %9s\n\n", "sqlite HTTP", qd, "(in it)", qc
 	r1 = (pt > 0) ? ht / pt : 0; r2 = (p99 > 0) ? h99 / p99 : 0; r3 = (st > 0) ? qt / st : 0

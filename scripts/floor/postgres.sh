@@ -11,6 +11,8 @@
 #                                      INSERT event; COMMIT  (5 round trips)
 #   postgres-cte  checkpoint_cte.sql  the same as one data-modifying CTE
 #                                      (1 round trip)
+#   postgres-fn   checkpoint_fn.sql   the daemon's own one-statement write
+#                                      (the function of migration 00019)
 #
 # and prints one line per variant:
 #
@@ -63,11 +65,15 @@ done | psql -q -X -v ON_ERROR_STOP=1 -d "$db" >/dev/null
 doc=$(tr -s '\n ' ' ' <"$root/testdata/checkpoint-full.json" | sed 's/^ //; s/ $//')
 digest="hmac-sha256:v1:$(printf %064d 0)"
 evtail=',"stage":"addressing_review","complete":true,"missing":[],"digest":"'"$digest"'"}'
+# What a session nothing was observed for is judged (checkpointd.ReasonNoLiveHead):
+# the function writes only when the verdict stays.
+noliveref="no live head observed yet: no webhook or reconcile pass has reported the session's branch or pull request"
 defines=(
 	-D "now=1767225600000000" -D "pr=34" -D "branch=fix-12-null-deref"
 	-D "worktree=/srv/agents/w1/acme-widgets" -D "head=9fceb02d0ae598e95dc970b74767f19372d61af8"
 	-D "stage=addressing_review" -D "digest=$digest" -D "complete=true" -D "missing=[]"
-	-D "doc=$doc" -D "evdata={\"seq\":1$evtail" -D "evtail=$evtail"
+	-D "doc=$doc" -D "evdata={\"seq\":1$evtail" -D "evtail=$evtail" -D seq=0
+	-D "noliveref=$noliveref"
 )
 
 # reset empties the tables and seeds one active session (and its run) per
@@ -82,6 +88,9 @@ reset() {
 		FROM generate_series(1, $clients) g;
 		INSERT INTO runs (id, session_id, fencing_token, agent, started_at)
 		SELECT g::text, g::text, 1, '{}', 0 FROM generate_series(1, $clients) g;
+		-- Bound as the documents say, so the daemon's function writes.
+		UPDATE sessions SET pr = 34, branch = 'fix-12-null-deref',
+		    validity_reason = '$(sed "s/'/''/g" <<<"$noliveref")';
 		CHECKPOINT;
 	SQL
 }
@@ -107,11 +116,18 @@ run() {
 		exit 1
 	}
 	p1=$(pg_ticks)
-	local tps failed n client_us=-
+	local tps failed n client_us=- written
 	tps=$(awk '/^tps = / {print $3; exit}' <<<"$out")
 	n=$(awk '/number of transactions actually processed/ {print $NF; exit}' <<<"$out")
 	[[ -s $tmp/time ]] && client_us=$(awk -v n="$n" '{printf "%.0f", (n > 0) ? ($1 + $2) * 1e6 / n : 0}' "$tmp/time")
 	failed=$(awk '/number of failed transactions/ {print $5; exit}' <<<"$out")
+	# Every transaction wrote its checkpoint (the function declines
+	# silently otherwise).
+	written=$(psql -X -At -d "$db" -c "SELECT count(*) FROM checkpoints")
+	if [[ $written != "$n" ]]; then
+		echo "pgbench $name: $n transactions, $written checkpoints written" >&2
+		exit 1
+	fi
 	if [[ ${failed:-0} != 0 ]]; then
 		echo "$out" >&2
 		echo "pgbench $name: $failed failed transactions" >&2
@@ -132,3 +148,4 @@ run() {
 
 run postgres-tx checkpoint.sql
 run postgres-cte checkpoint_cte.sql
+run postgres-fn checkpoint_fn.sql
