@@ -121,12 +121,13 @@ func (s *Store) FeedWakeups(ctx context.Context) (<-chan struct{}, error) {
 		s.feed.remove(c)
 		return nil, fmt.Errorf("%w: feed listener: %w", checkpointd.ErrStoreUnavailable, err)
 	}
+	every := feedPoll // read here: a test may set it once this returns
 	go func() {
 		defer s.feed.remove(c)
 		defer l.Close()
 		ping := time.NewTicker(feedPing)
 		defer ping.Stop()
-		poll := time.NewTicker(feedPoll)
+		poll := time.NewTicker(every)
 		defer poll.Stop()
 		for {
 			select {

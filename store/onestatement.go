@@ -117,6 +117,13 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		s.written.decline("binding")
 		return false, nil
 	}
+	// The statement keeps only a validity that stays valid or unverified:
+	// a session that was stale, lost a lease or is invalidated at its last
+	// write would be updated, then rolled back, on every write.
+	if known.validity != string(checkpointd.ValidityValid) && known.validity != string(checkpointd.ValidityUnverified) {
+		s.written.decline("validity")
+		return false, nil
+	}
 	seq := known.seq + 1
 	// Complete as if every lease the document names were held at its
 	// token: the statement declines unless they are.
@@ -132,13 +139,15 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		missing = []string{}
 	}
 	complete := len(missing) == 0
+	// A failure before the statement is the transaction's to answer: it
+	// checks the session row first.
 	missingJSON, err := json.Marshal(missing)
 	if err != nil {
-		return true, err
+		return false, nil
 	}
 	evData, err := json.Marshal(map[string]any{"seq": seq, "stage": doc.Stage, "complete": complete, "missing": missing, "digest": w.Digest})
 	if err != nil {
-		return true, err
+		return false, nil
 	}
 	// What the transaction would answer, if the statement writes.
 	answer := *cp
@@ -156,14 +165,17 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		predicted = known.validity
 		body, err := idem.Render(&answer)
 		if err != nil {
-			return true, err
+			return false, nil
 		}
 		idemScope, idemKey, idemClaim, idemStatus = idem.Scope, idem.Key, idem.Claim, idem.Status
 		idemResponse = s.keys.Seal(body, idemAAD(idem.Scope, idem.Key))
 	}
 	stmt, err := s.prepared(ctx, s.wdb, callWriteCheckpoint)
 	if err != nil {
-		return true, s.classifyOp(OpWrite, err)
+		// No function (a schema older than this binary), the database
+		// away: the transaction answers either.
+		s.written.decline("error")
+		return false, nil
 	}
 	now := cp.CreatedAt
 	var validity, declined sql.NullString
@@ -180,9 +192,8 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		// Declined after the session row's update: rolled back whole.
 		s.written.decline(pe.Message)
 		return false, nil
-	case err != nil && (retryable(err) || errors.As(err, &pe) && pe.Code == "42883"):
-		// A conflict the transaction retries; or no function (a schema
-		// older than this binary): the transaction knows what to do.
+	case err != nil && retryable(err):
+		// A conflict the transaction retries.
 		s.written.decline("error")
 		return false, nil
 	case err != nil:

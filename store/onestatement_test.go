@@ -124,6 +124,7 @@ type scenarioState struct {
 	sess     *checkpointd.Session
 	run, old *checkpointd.Run
 	lease    *checkpointd.Lease
+	short    *checkpointd.Lease
 	head     string
 	branch   string
 }
@@ -209,6 +210,28 @@ var oneStatementScenario = []oneStatementStep{
 		return "lease acquired"
 	}},
 	writeStep("names the held lease", true, func(st *scenarioState, d *checkpointd.Document) {
+		d.Leases = []checkpointd.LeaseRef{{LeaseID: st.lease.ID, FencingToken: st.lease.FencingToken}}
+	}),
+	writeStep("names the held lease twice", true, func(st *scenarioState, d *checkpointd.Document) {
+		l := checkpointd.LeaseRef{LeaseID: st.lease.ID, FencingToken: st.lease.FencingToken}
+		d.Leases = []checkpointd.LeaseRef{l, l}
+	}),
+	{name: "a short lease runs out", do: func(t *testing.T, w *oneStatementWorld, st *scenarioState) string {
+		l, err := w.s.AcquireLease(t.Context(), store.NewLease{Resource: checkpointd.Resource{Kind: checkpointd.ResourceIssue,
+			Repo: "owner/name", Number: 13}, SessionID: st.sess.ID, RunID: st.run.ID, TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("AcquireLease: %v", err)
+		}
+		w.id(l.ID)
+		st.short = l
+		w.clock.Advance(2 * time.Minute)
+		return "lease acquired, clock past its expiry"
+	}},
+	writeStep("names the run-out lease", false, func(st *scenarioState, d *checkpointd.Document) {
+		d.Leases = []checkpointd.LeaseRef{{LeaseID: st.short.ID, FencingToken: st.short.FencingToken},
+			{LeaseID: st.lease.ID, FencingToken: st.lease.FencingToken}}
+	}),
+	writeStep("names the held lease after that", false, func(st *scenarioState, d *checkpointd.Document) {
 		d.Leases = []checkpointd.LeaseRef{{LeaseID: st.lease.ID, FencingToken: st.lease.FencingToken}}
 	}),
 	writeStep("names the lease at a wrong token", false, func(st *scenarioState, d *checkpointd.Document) {

@@ -13,6 +13,8 @@ lt() { awk -F': *' -v k="$2" '$1 == k {sub(/ms$/, "", $2); split($2, a, " "); pr
 # word for the daemon and PostgreSQL). pg_ticks: all of PostgreSQL's
 # processes, background ones included (they work for the writes too), and
 # those that ended: the postmaster's reaped children (fields 16 and 17).
+# It assumes one local server (the oldest postgres process is its
+# postmaster); with a remote one the database column reads 0.
 cpu_ticks() {
 	local p t=0
 	for p in "$@"; do
