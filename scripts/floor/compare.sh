@@ -102,14 +102,14 @@ awk -v pt="$(field "$pg_tx" tps)" -v p50="$(field "$pg_tx" p50_ms)" -v p99="$(fi
 	printf "%-24s %10s %9s %9s\n", "", "tx|writes/s", "p50 ms", "p99 ms"
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (5 trips)", pt, p50, p99
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (CTE)", ct, c50, c99
-	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres daemon's stmt", ft, f50, f99
+	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (fn)", ft, f50, f99
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres HTTP", ht, h50, h99
 	printf "%-24s %10.1f %9.2f %9.2f\n", "sqlite floor", st, s50, s99
 	printf "%-24s %10.1f %9.2f %9.2f\n\n", "sqlite HTTP", qt, q50, q99
 	printf "CPU per write, µs        %10s %9s %9s\n", "daemon", "database", "client"
 	printf "%-24s %10s %9s %9s\n", "postgres floor (5 trips)", "-", tpg, tcl
 	printf "%-24s %10s %9s %9s\n", "postgres floor (CTE)", "-", cpg, ccl
-	printf "%-24s %10s %9s %9s\n", "postgres daemon's stmt", "-", fpg, fcl
+	printf "%-24s %10s %9s %9s\n", "postgres floor (fn)", "-", fpg, fcl
 	printf "%-24s %10s %9s %9s\n", "postgres HTTP", hd, hp, hc
 	printf "%-24s %10s %9s %9s\n\n", "sqlite HTTP", qd, "(in it)", qc
 	r1 = (pt > 0) ? ht / pt : 0; r2 = (p99 > 0) ? h99 / p99 : 0; r3 = (st > 0) ? qt / st : 0
