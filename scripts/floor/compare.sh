@@ -12,7 +12,9 @@
 #   4. The daemon on a fresh SQLite data dir, the same load test.
 #
 # and prints a table of the ratios against the targets of docs/performance.md.
-# Each step runs SECONDS (default 10, at most 300). Everything is on loopback;
+# Each step runs SECONDS (default 10, at most 300); ROUNDS (default 1, at
+# most 5) repeats the four steps and reports each line's median round.
+# Everything is on loopback;
 # the scratch databases and temp dirs are removed on exit, also on error or
 # Ctrl-C.
 #
@@ -33,6 +35,11 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 300)); then
 	exit 2
 fi
 clients=${CLIENTS:-16}
+rounds=${ROUNDS:-1}
+if ! [[ $rounds =~ ^[1-5]$ ]]; then
+	echo "compare.sh: ROUNDS must be 1-5, not $rounds" >&2
+	exit 2
+fi
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
 admin_db=${ADMIN_DB:-postgres}
 http_db=checkpointd_compare
@@ -64,26 +71,38 @@ echo "building checkpointd and the SQLite floor…" >&2
 # shellcheck source=http.sh
 source "$(dirname "$0")/http.sh"
 
-echo "PostgreSQL floor (${seconds}s per variant)…" >&2
-pg_floor=$(bash "$here/postgres.sh" "$seconds")
-echo "$pg_floor" >&2
-pg_tx=$(grep '^floor postgres-tx ' <<<"$pg_floor")
-pg_cte=$(grep '^floor postgres-cte ' <<<"$pg_floor")
-pg_fn=$(grep '^floor postgres-fn ' <<<"$pg_floor")
+# Each round: the PostgreSQL floor, the daemon on PostgreSQL, the SQLite
+# floor, the daemon on SQLite. With ROUNDS > 1 the table shows each line's
+# median round, so a noisy moment on a shared machine does not decide a
+# ratio alone.
+for r in $(seq "$rounds"); do
+	echo "round $r/$rounds: PostgreSQL floor (${seconds}s per variant)…" >&2
+	out=$(bash "$here/postgres.sh" "$seconds")
+	echo "$out" >&2
+	echo "$out" >>"$tmp/pg_floor.results"
 
-echo "daemon on PostgreSQL…" >&2
-psql -q -X -v ON_ERROR_STOP=1 -d "$admin_db" -c "SET client_min_messages = warning" \
-	-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" -c "CREATE DATABASE $http_db" >/dev/null
-http postgres "$tmp/pg" "$dsn"
-pg_http=$(cat "$tmp/postgres.result")
+	echo "round $r/$rounds: daemon on PostgreSQL…" >&2
+	psql -q -X -v ON_ERROR_STOP=1 -d "$admin_db" -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" -c "CREATE DATABASE $http_db" >/dev/null
+	http postgres "$tmp/pg$r" "$dsn" "$tmp/pg_http.results"
 
-echo "SQLite floor…" >&2
-sq_floor=$(cd "$root" && "$tmp/sqlite-floor" -clients "$clients" -duration "${seconds}s" -root "$root")
-echo "$sq_floor" >&2
+	echo "round $r/$rounds: SQLite floor…" >&2
+	out=$(cd "$root" && "$tmp/sqlite-floor" -clients "$clients" -duration "${seconds}s" -root "$root")
+	echo "$out" >&2
+	echo "$out" >>"$tmp/sq_floor.results"
 
-echo "daemon on SQLite…" >&2
-http sqlite "$tmp/sqlite"
-sq_http=$(cat "$tmp/sqlite.result")
+	echo "round $r/$rounds: daemon on SQLite…" >&2
+	http sqlite "$tmp/sqlite$r" "" "$tmp/sq_http.results"
+done
+for v in tx cte fn; do
+	grep "^floor postgres-$v " "$tmp/pg_floor.results" >"$tmp/pg_$v.results"
+done
+pg_tx=$(median "$tmp/pg_tx.results" tps)
+pg_cte=$(median "$tmp/pg_cte.results" tps)
+pg_fn=$(median "$tmp/pg_fn.results" tps)
+pg_http=$(median "$tmp/pg_http.results" writes_s)
+sq_floor=$(median "$tmp/sq_floor.results" tps)
+sq_http=$(median "$tmp/sq_http.results" writes_s)
 
 # The table: floors, HTTP, and the ratios against the targets.
 awk -v pt="$(field "$pg_tx" tps)" -v p50="$(field "$pg_tx" p50_ms)" -v p99="$(field "$pg_tx" p99_ms)" \
@@ -97,8 +116,8 @@ awk -v pt="$(field "$pg_tx" tps)" -v p50="$(field "$pg_tx" p50_ms)" -v p99="$(fi
 	-v fpg="$(field "$pg_fn" pg_us)" -v fcl="$(field "$pg_fn" client_us)" \
 	-v hd="$(field "$pg_http" daemon_us)" -v hp="$(field "$pg_http" pg_us)" -v hc="$(field "$pg_http" client_us)" \
 	-v qd="$(field "$sq_http" daemon_us)" -v qc="$(field "$sq_http" client_us)" \
-	-v c="$clients" -v s="$seconds" -v la0="$load_start" -v la1="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')" 'BEGIN {
-	printf "\n%d clients, %ds each, ~3 KB documents; load average %s at start, %s at end\n\n", c, s, la0, la1
+	-v c="$clients" -v s="$seconds" -v n="$rounds" -v la0="$load_start" -v la1="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')" 'BEGIN {
+	printf "\n%d clients, %ds each, %d round(s)%s, ~3 KB documents; load average %s at start, %s at end\n\n", c, s, n, (n > 1) ? " (medians)" : "", la0, la1
 	printf "%-24s %10s %9s %9s\n", "", "tx|writes/s", "p50 ms", "p99 ms"
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (5 trips)", pt, p50, p99
 	printf "%-24s %10.1f %9.2f %9.2f\n", "postgres floor (CTE)", ct, c50, c99

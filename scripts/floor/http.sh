@@ -8,6 +8,15 @@
 field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k {print $2; exit}'; }
 lt() { awk -F': *' -v k="$2" '$1 == k {sub(/ms$/, "", $2); split($2, a, " "); print a[1]; exit}' <<<"$1"; }
 
+# median FILE KEY: the line of FILE whose KEY is the median (the lower one
+# of the middle two for an even count).
+median() {
+	local k=$2
+	awk -v k="$k" '{for (i = 1; i <= NF; i++) {split($i, a, "="); if (a[1] == k) print a[2], NR}}' "$1" |
+		sort -n | awk '{v[NR] = $2} END {print v[int((NR + 1) / 2)]}' |
+		xargs -I{} sed -n '{}p' "$1"
+}
+
 # cpu_ticks PID…: user+system CPU the processes used so far, in clock ticks
 # (fields 14 and 15 of /proc/PID/stat; the command name before them is one
 # word for the daemon and PostgreSQL). pg_ticks: all of PostgreSQL's

@@ -93,14 +93,6 @@ for r in $(seq "$rounds"); do
 	peer
 done
 
-# median FILE KEY: the line of FILE whose KEY is the median (the lower one
-# of the middle two for an even count).
-median() {
-	local k=$2
-	awk -v k="$k" '{for (i = 1; i <= NF; i++) {split($i, a, "="); if (a[1] == k) print a[2], NR}}' "$1" |
-		sort -n | awk '{v[NR] = $2} END {print v[int((NR + 1) / 2)]}' |
-		xargs -I{} sed -n '{}p' "$1"
-}
 d=$(median "$tmp/daemon.results" writes_s)
 p=$(median "$tmp/peer.results" puts_s)
 
