@@ -214,7 +214,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			string(missingJSON), string(clearJSON), s.keys.Seal(private, checkpointAAD(w.SessionID, seq)), documentDigest(clearJSON)); err != nil {
 			return err
 		}
-		evData, err := json.Marshal(map[string]any{"seq": seq, "stage": doc.Stage, "complete": cp.Complete, "missing": cp.Missing, "digest": w.Digest})
+		evData, err := checkpointWritten(seq, doc.Stage, cp.Complete, cp.Missing, w.Digest)
 		if err != nil {
 			return err
 		}
@@ -236,6 +236,12 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		s.written.set(w.SessionID, written)
 	}
 	return cp, nil
+}
+
+// checkpointWritten is the data of a checkpoint.written event, the same
+// from the transaction and from the one statement.
+func checkpointWritten(seq int64, stage string, complete bool, missing []string, digest string) ([]byte, error) {
+	return json.Marshal(map[string]any{"seq": seq, "stage": stage, "complete": complete, "missing": missing, "digest": digest})
 }
 
 // checkpointStatements are the statements every checkpoint write runs.

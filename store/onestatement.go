@@ -145,7 +145,7 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 	if err != nil {
 		return false, nil
 	}
-	evData, err := json.Marshal(map[string]any{"seq": seq, "stage": doc.Stage, "complete": complete, "missing": missing, "digest": w.Digest})
+	evData, err := checkpointWritten(seq, doc.Stage, complete, missing, w.Digest)
 	if err != nil {
 		return false, nil
 	}
