@@ -35,11 +35,6 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 300)); then
 	exit 2
 fi
 clients=${CLIENTS:-16}
-rounds=${ROUNDS:-1}
-if ! [[ $rounds =~ ^[1-5]$ ]]; then
-	echo "compare.sh: ROUNDS must be 1-5, not $rounds" >&2
-	exit 2
-fi
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
 admin_db=${ADMIN_DB:-postgres}
 http_db=checkpointd_compare
@@ -47,19 +42,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 dsn="postgres://$PGUSER@$PGHOST:$PGPORT/$http_db?sslmode=disable${PG_DSN_OPTIONS:+&$PG_DSN_OPTIONS}"
 
-tmp=$(mktemp -d)
-daemon_pid=
-cleanup() {
-	if [[ -n $daemon_pid ]]; then
-		kill -TERM "$daemon_pid" 2>/dev/null || true
-		wait "$daemon_pid" 2>/dev/null || true
-	fi
-	psql -q -X -d "$admin_db" -c "SET client_min_messages = warning" \
-		-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" >/dev/null 2>&1 || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# The daemon's side (http) and the set-up are shared by both comparisons.
+# shellcheck source=http.sh
+source "$here/http.sh"
+read_rounds
+scratch
 
 # Floors and daemon share the machine with whatever else runs on it; the
 # load average is printed so a skewed run can be recognised.
@@ -67,9 +54,6 @@ load_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
 echo "building checkpointd and the SQLite floor…" >&2
 (cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd && go build -o "$tmp/sqlite-floor" ./scripts/floor/sqlite.go)
 
-# field, lt and http (the daemon's side) are shared with the peer script.
-# shellcheck source=http.sh
-source "$(dirname "$0")/http.sh"
 
 # Each round: the PostgreSQL floor, the daemon on PostgreSQL, the SQLite
 # floor, the daemon on SQLite. With ROUNDS > 1 the table shows each line's

@@ -1,7 +1,35 @@
 # Sourced by compare.sh and scripts/peer/compare-langgraph.sh: the daemon's
-# side of a comparison, the same in both. The caller sets tmp (holding the
-# built checkpointd), clients and seconds, and daemon_pid, which its EXIT
-# trap stops.
+# side of a comparison and the set-up around it, the same in both (and by
+# postgres.sh, for the CPU accounting). The caller sets clients and
+# seconds, calls scratch, and builds checkpointd into $tmp.
+
+# read_rounds: ROUNDS (default 1, at most 5) into $rounds, or exit 2.
+read_rounds() {
+	rounds=${ROUNDS:-1}
+	if ! [[ $rounds =~ ^[1-5]$ ]]; then
+		echo "$(basename "$0"): ROUNDS must be 1-5, not $rounds" >&2
+		exit 2
+	fi
+}
+
+# scratch: $tmp, and an EXIT trap that stops the daemon still running
+# ($daemon_pid), drops the caller's $http_db (from $admin_db) and removes
+# $tmp, also on error or Ctrl-C.
+scratch() {
+	tmp=$(mktemp -d)
+	daemon_pid=
+	trap scratch_cleanup EXIT
+	trap 'exit 130' INT TERM
+}
+scratch_cleanup() {
+	if [[ -n $daemon_pid ]]; then
+		kill -TERM "$daemon_pid" 2>/dev/null || true
+		wait "$daemon_pid" 2>/dev/null || true
+	fi
+	psql -q -X -d "$admin_db" -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+}
 
 # field LINE KEY: the value of key=value in a floor line, or of "key: value"
 # in loadtest output.

@@ -26,11 +26,6 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 300)); then
 	echo "usage: $0 [SECONDS 1-300]" >&2
 	exit 2
 fi
-rounds=${ROUNDS:-1}
-if ! [[ $rounds =~ ^[1-5]$ ]]; then
-	echo "compare-langgraph.sh: ROUNDS must be 1-5, not $rounds" >&2
-	exit 2
-fi
 export CLIENTS=${CLIENTS:-16}
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
 admin_db=${ADMIN_DB:-postgres}
@@ -39,28 +34,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 dsn="postgres://$PGUSER@$PGHOST:$PGPORT/$http_db?sslmode=disable${PG_DSN_OPTIONS:+&$PG_DSN_OPTIONS}"
 
-tmp=$(mktemp -d)
-daemon_pid=
-cleanup() {
-	if [[ -n $daemon_pid ]]; then
-		kill -TERM "$daemon_pid" 2>/dev/null || true
-		wait "$daemon_pid" 2>/dev/null || true
-	fi
-	psql -q -X -d "$admin_db" -c "SET client_min_messages = warning" \
-		-c "DROP DATABASE IF EXISTS $http_db WITH (FORCE)" >/dev/null 2>&1 || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# The daemon's side (http) and the set-up are shared by both comparisons.
+# shellcheck source=../floor/http.sh
+source "$here/../floor/http.sh"
+read_rounds
+scratch
 
 load_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
 echo "building checkpointd…" >&2
 (cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd)
 
-# field, lt and http: the daemon's side, exactly as compare.sh runs it.
 clients=$CLIENTS
-# shellcheck source=../floor/http.sh
-source "$here/../floor/http.sh"
 
 # daemon ROUND: a fresh database, then compare.sh's http step on it; the
 # result line is appended to $tmp/daemon.results.
