@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
 )
 
 // CheckpointWrite is a checkpoint ready to persist: decoded, validated and
@@ -232,7 +233,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 	if err != nil {
 		return nil, err
 	}
-	if s.dialect == "postgres" {
+	if s.dialect == migrations.Postgres {
 		s.written.set(w.SessionID, written)
 	}
 	return cp, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
 )
 
 // The one-statement checkpoint write (PostgreSQL). WriteCheckpoint's
@@ -86,7 +87,10 @@ func (w *writtenSessions) forget(id string) {
 }
 
 func (w *writtenSessions) decline(reason string) {
-	n, _ := w.declines.LoadOrStore(reason, new(atomic.Int64))
+	n, ok := w.declines.Load(reason)
+	if !ok {
+		n, _ = w.declines.LoadOrStore(reason, new(atomic.Int64))
+	}
 	n.(*atomic.Int64).Add(1)
 }
 
@@ -104,7 +108,7 @@ type checkpointInput struct {
 // when it declined: nothing was written, and the caller runs the
 // transaction. With ok true, err is the write's own failure.
 func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *checkpointd.Checkpoint, in checkpointInput) (ok bool, err error) {
-	if s.dialect != "postgres" || s.written.off.Load() {
+	if s.dialect != migrations.Postgres || s.written.off.Load() {
 		return false, nil
 	}
 	known, found := s.written.get(w.SessionID)
