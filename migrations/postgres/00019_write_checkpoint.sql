@@ -34,7 +34,13 @@ CREATE FUNCTION checkpointd_write_checkpoint(
     OUT validity text, OUT declined text
 ) LANGUAGE plpgsql AS $$
 DECLARE
-    s sessions%ROWTYPE;
+    -- What the rest needs of the updated row (RETURNING * costs ~5 % of
+    -- the statement: the row has ~40 columns).
+    s_branch text;
+    s_pr bigint;
+    s_validity text;
+    s_reason text;
+    s_event_seq bigint;
     live_head text;
     live_state text;
     judged text;
@@ -61,7 +67,8 @@ BEGIN
     WHERE id = p_session AND state = 'active' AND current_run_id <> '' AND current_run_id = p_run AND run_seq = p_token
         AND repo = p_repo AND role = p_role AND checkpoint_seq = p_seq - 1
         AND (p_pr IS NULL OR p_pr = pr) AND (p_branch IS NULL OR p_branch = branch) AND sessions.validity <> 'invalidated'
-    RETURNING * INTO s;
+    RETURNING branch, pr, sessions.validity, validity_reason, event_seq
+        INTO s_branch, s_pr, s_validity, s_reason, s_event_seq;
     IF NOT FOUND THEN
         declined := 'row'; RETURN;
     END IF;
@@ -76,7 +83,7 @@ BEGIN
     END IF;
     SELECT l.head, l.state INTO live_head, live_state FROM live_refs l
     WHERE l.repo_key = p_repo_key AND l.state <> ''
-        AND l.ref IN (CASE WHEN s.branch <> '' THEN 'branch:' || s.branch END, CASE WHEN s.pr > 0 THEN 'pr:' || s.pr END)
+        AND l.ref IN (CASE WHEN s_branch <> '' THEN 'branch:' || s_branch END, CASE WHEN s_pr > 0 THEN 'pr:' || s_pr END)
     ORDER BY l.ref LIKE 'branch:%' DESC LIMIT 1;
     IF NOT FOUND THEN
         judged := 'unverified'; judged_reason := p_no_live_reason;
@@ -85,7 +92,7 @@ BEGIN
     ELSE
         RAISE EXCEPTION USING ERRCODE = 'CK001', MESSAGE = 'validity';
     END IF;
-    IF judged <> s.validity OR judged_reason <> s.validity_reason OR judged <> COALESCE(p_validity, judged) THEN
+    IF judged <> s_validity OR judged_reason <> s_reason OR judged <> COALESCE(p_validity, judged) THEN
         RAISE EXCEPTION USING ERRCODE = 'CK001', MESSAGE = 'validity';
     END IF;
     IF p_idem_key IS NOT NULL THEN
@@ -100,7 +107,7 @@ BEGIN
     VALUES (p_session, p_seq, NULLIF(p_seq - 1, 0), p_run, p_token, p_now, p_stage,
         p_ws_branch, p_head, p_digest, p_redactions, p_complete, p_missing, p_document, p_sealed, p_document_digest);
     INSERT INTO events (session_id, seq, at, kind, run_id, data)
-    VALUES (p_session, s.event_seq, p_now, p_event_kind, p_run, p_event_data);
+    VALUES (p_session, s_event_seq, p_now, p_event_kind, p_run, p_event_data);
     validity := judged;
 END $$;
 -- +goose StatementEnd
