@@ -209,7 +209,13 @@ func decodeJSONValue(raw []byte) (any, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: empty document", ErrInvalidJSON)
 		}
-		return nil, fmt.Errorf("%w: %s", ErrInvalidJSON, strings.TrimPrefix(err.Error(), "jsontext: "))
+		// What went wrong and where, never the path: jsontext's own
+		// message names the members on the way, which may be anything.
+		var se *jsontext.SyntacticError
+		if errors.As(err, &se) && se.Err != nil {
+			return nil, fmt.Errorf("%w: %v after byte %d", ErrInvalidJSON, se.Err, se.ByteOffset)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
 	}
 	off := dec.InputOffset()
 	if rest := bytes.TrimLeft(raw[off:], " \t\r\n"); len(rest) > 0 {
