@@ -121,13 +121,9 @@ func TestDecodeJSONValueMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	// Nesting is bounded at 10,000 levels, as in encoding/json.
-	for _, open := range []string{"[", `{"a":`} {
+	for open, shut := range map[string]string{"[": "]", `{"a":`: "}"} {
 		for depth, ok := range map[int]bool{10000: true, 10001: false} {
-			close := "]"
-			if open != "[" {
-				close = "}"
-			}
-			deep := []byte(strings.Repeat(open, depth) + "1" + strings.Repeat(close, depth))
+			deep := []byte(strings.Repeat(open, depth) + "1" + strings.Repeat(shut, depth))
 			sameDecoding(t, deep)
 			if _, err := decodeJSONValue(deep); (err == nil) != ok {
 				t.Errorf("%d levels of %s: %v", depth, open, err)
