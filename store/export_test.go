@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -192,4 +193,31 @@ func SetFeedPoll(t interface{ Cleanup(func()) }, d time.Duration) {
 	old := feedPoll
 	feedPoll = d
 	t.Cleanup(func() { feedPoll = old })
+}
+
+// SetWriteBatchRunners sets how many batched calls of one-statement
+// writes s runs at once. Call it before s writes a checkpoint.
+func SetWriteBatchRunners(s *Store, n int) { s.batcher.runners = n }
+
+// HoldWriteBatches holds every runner of s, from the next write it takes,
+// until release: the writes that arrive meanwhile wait to be taken, then
+// go in one call, which waits until it has gather of them (0: whoever
+// waits). queued is how many wait, holding how many runners hold the
+// write they took.
+func HoldWriteBatches(s *Store, gather int) (queued, holding func() int64, release func()) {
+	h := make(chan struct{})
+	s.batcher.gather.Store(int64(gather))
+	s.batcher.hold.Store(&h)
+	var once sync.Once
+	return s.batcher.waiting.Load, s.batcher.holding.Load, func() {
+		once.Do(func() {
+			s.batcher.hold.Store(nil)
+			close(h)
+		})
+	}
+}
+
+// WriteBatchCalls counts the batched calls s made and the largest.
+func WriteBatchCalls(s *Store) (calls, largest int64) {
+	return s.batcher.calls.Load(), s.batcher.largest.Load()
 }

@@ -2,14 +2,11 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/lib/pq"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/migrations"
@@ -21,23 +18,18 @@ import (
 // at the seq after the last, nothing else changing) fits in one call of
 // checkpointd_write_checkpoint (migration 00019), which takes the same
 // row lock, checks what the transaction checks, reads what it reads, in
-// the same order, and writes what it writes, as one autocommit statement.
-// Everything else (the first write of a session on this replica, a seq
-// another replica took, a refusal of any kind, a lease lost, a move to
-// another ref, a change of validity, a claim taken over) is declined
-// before anything is written, and the transaction answers it as before.
-// So the one statement never answers anything but a write the transaction
-// would have made identically; TestOneStatementWriteMatchesTransaction
-// holds the two to the same rows.
-
-const callWriteCheckpoint = `SELECT validity, declined FROM checkpointd_write_checkpoint(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-    $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29,
-    $30, $31, $32, $33, $34, $35)`
-
-// declinedCode is the SQLSTATE checkpointd_write_checkpoint declines with
-// once it has updated the session row; its message says why.
-const declinedCode = "CK001"
+// the same order, and writes what it writes. Those calls of several
+// sessions' writes run together in one autocommit statement, each in a
+// subtransaction of its own (writebatch.go, migration 00021), so a row
+// lock it takes lasts until that statement's commit. Everything else (the
+// first write of a session on this replica, a seq another replica took, a
+// refusal of any kind, a lease lost, a move to another ref, a change of
+// validity, a claim taken over), and a write that fails in the call (a
+// row locked elsewhere, any error), is rolled back before anything of it
+// lands, and the transaction answers it as before. So the one statement
+// never answers anything but a write the transaction would have made
+// identically; TestOneStatementWriteMatchesTransaction holds the two to
+// the same rows.
 
 // writtenSession is what a session's next checkpoint write must know
 // before its statement: the repo and role (they never change: the scope
@@ -160,7 +152,7 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 	answer.ParentSeq = &parent
 	answer.Complete = complete
 	answer.Missing = missing
-	var predicted, idemScope, idemKey, idemClaim, idemResponse any
+	var predicted, idemScope, idemKey, idemClaim, idemResponse string
 	var idemStatus int
 	if idem := w.Idempotency; idem != nil {
 		// The response to replay is rendered now, for the validity of the
@@ -174,39 +166,44 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		idemScope, idemKey, idemClaim, idemStatus = idem.Scope, idem.Key, idem.Claim, idem.Status
 		idemResponse = s.keys.Seal(body, idemAAD(idem.Scope, idem.Key))
 	}
-	stmt, err := s.prepared(ctx, s.wdb, callWriteCheckpoint)
-	if err != nil {
+	now := cp.CreatedAt
+	call := statementWrite{session: w.SessionID, run: doc.RunID, token: doc.FencingToken, repo: known.repo, role: known.role, seq: seq,
+		now: micros(now), seenBefore: in.seenBefore, pr: in.pr, branch: in.ws.Branch, worktree: in.ws.Worktree, head: in.head,
+		stage: doc.Stage, waitingOn: in.waitingOn, nextActor: in.nextActor, leaseIDs: ids, leaseTokens: tokens,
+		complete: complete, missing: string(missingJSON), wsBranch: in.ws.Branch, digest: w.Digest, redactions: int64(w.Redactions),
+		document: string(in.clearJSON), sealed: s.keys.Seal(in.private, checkpointAAD(w.SessionID, seq)),
+		documentDigest: documentDigest(in.clearJSON), eventKind: checkpointd.EventCheckpointWritten, eventData: string(evData),
+		repoKey: strings.ToLower(known.repo), noLiveReason: checkpointd.ReasonNoLiveHead, validity: predicted,
+		idemScope: idemScope, idemKey: idemKey, idemClaim: idemClaim, idemStatus: int64(idemStatus), idemResponse: idemResponse}
+	if !call.joinable() {
+		s.written.decline("separator")
+		return false, nil
+	}
+	if w.Idempotency != nil && w.Idempotency.Key == "" {
+		// A key's presence goes to the call as a key that is not empty.
+		s.written.decline("key")
+		return false, nil
+	}
+	validity, declined, err := s.writeBatched(ctx, call)
+	if errors.Is(err, errBatchUnprepared) || errors.Is(err, errBatchRolledBack) {
 		// No function (a schema older than this binary), the database
-		// away: the transaction answers either.
+		// away, or the call rolled back whole: nothing landed, and the
+		// transaction answers.
 		s.written.decline("error")
 		return false, nil
 	}
-	now := cp.CreatedAt
-	var validity, declined sql.NullString
-	err = stmt.QueryRowxContext(ctx, w.SessionID, doc.RunID, doc.FencingToken, known.repo, known.role, seq,
-		micros(now), in.seenBefore, nullIfZero(in.pr), nullIfZero(in.ws.Branch), nullIfZero(in.ws.Worktree), in.head,
-		doc.Stage, in.waitingOn, in.nextActor, pq.Array(ids), pq.Array(tokens), complete, string(missingJSON),
-		in.ws.Branch, w.Digest, w.Redactions, string(in.clearJSON), s.keys.Seal(in.private, checkpointAAD(w.SessionID, seq)),
-		documentDigest(in.clearJSON), checkpointd.EventCheckpointWritten, string(evData),
-		strings.ToLower(known.repo), checkpointd.ReasonNoLiveHead, predicted,
-		idemScope, idemKey, idemClaim, idemStatus, idemResponse).Scan(&validity, &declined)
-	var pe *pq.Error
 	switch {
-	case errors.As(err, &pe) && pe.Code == declinedCode:
-		// Declined after the session row's update: rolled back whole.
-		s.written.decline(pe.Message)
-		return false, nil
-	case err != nil && retryable(err):
-		// A conflict the transaction retries.
-		s.written.decline("error")
-		return false, nil
 	case err != nil:
 		s.written.forget(w.SessionID)
 		return true, s.classifyOp(OpWrite, err)
 	case declined.Valid:
-		// What the map knows stays: a wrong seq is declined, never
+		// Declined (before or after the session row's update: rolled back
+		// whole either way) or failed alone ("error <SQLSTATE>": the
+		// transaction meets it again, retries a conflict, answers an
+		// error). What the map knows stays: a wrong seq is declined, never
 		// written, and the transaction's answer sets it right.
-		s.written.decline(declined.String)
+		reason, _, _ := strings.Cut(declined.String, " ")
+		s.written.decline(reason)
 		return false, nil
 	}
 	answer.Validity = checkpointd.Validity(validity.String)

@@ -99,6 +99,9 @@ type Store struct {
 	written writtenSessions
 	// notifier wakes the other replicas' feed readers (feed_notify.go).
 	notifier feedNotifier
+	// batcher sends the one-statement writes of several sessions in one
+	// call (writebatch.go).
+	batcher writeBatcher
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -212,6 +215,7 @@ func (s *Store) Close() error {
 	s.closeReadiness()
 	s.closeTokenListener()
 	s.stopReleases()
+	s.batcher.close()
 	s.stopFeedNotifier()
 	if s.group != nil {
 		s.group.close()
