@@ -105,19 +105,24 @@ func waitRow(t *testing.T, ctx context.Context, id, want string) string {
 // without a reload; the drain page blocks, then completes after the
 // unresponsive session is parked.
 func TestFleetAndDrain(t *testing.T) {
-	c := newConsoleWith(t, 2*time.Second)
+	const window = 2 * time.Second
+	c := newConsoleWith(t, window)
 	// B will be unresponsive: it checkpoints, is verified, then goes quiet.
 	b := c.startSession(t, "fix-b", "host-2/pid-2")
 	c.checkpoint(t, b, head(2), "testing", "")
 	c.push(t, "d-b", "fix-b", head(2))
-	time.Sleep(2100 * time.Millisecond)
+	quiet := time.Now()
+	// The browser starts while B goes quiet: it can take longer than the
+	// window on a loaded machine, and A must be read within it.
+	ctx := browser(t)
+	c.signIn(t, ctx, c.operator)
+	time.Sleep(time.Until(quiet.Add(window + 100*time.Millisecond)))
 	// A is live and valid, waiting on a reviewer.
 	a := c.startSession(t, "fix-a", "host-1/pid-1")
 	c.checkpoint(t, a, head(1), "review_requested", "reviewer")
 	c.push(t, "d-a", "fix-a", head(1))
 
-	ctx := browser(t)
-	c.signIn(t, ctx, c.operator)
+	do(t, ctx, chromedp.Navigate(c.URL+"/ui/"))
 	rowA := waitRow(t, ctx, a.id, "valid")
 	for _, want := range []string{"claude-code", "host-1/pid-1", "live", "review_requested", "complete", "reviewer", "author", "fix-a"} {
 		if !strings.Contains(rowA, want) {
