@@ -61,7 +61,7 @@ var writeBatchRunners = min(max(runtime.GOMAXPROCS(0)/2, 2), 8)
 // not with one write (on the 2-core machine of docs/performance.md, two
 // runners without it cost PostgreSQL a fifth more per write than one, and
 // were no faster; with it, faster than one).
-var pipelineMin = 4
+const pipelineMin = 4
 
 // errBatchUnprepared is a call that could not be prepared (no function: a
 // schema older than this binary; the database away). Nothing was sent.

@@ -45,6 +45,15 @@ func newBatchWorld(t *testing.T, s *store.Store, n int) *batchWorld {
 	return w
 }
 
+// newBatchWorldRaw is newBatchWorld on a fresh PostgreSQL database, with a
+// connection of the test's own to it.
+func newBatchWorldRaw(t *testing.T, n int) (*batchWorld, *sql.DB) {
+	t.Helper()
+	url := storetest.URL(t, storetest.Postgres)
+	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	return newBatchWorld(t, s, n), openRaw(t, storetest.Postgres, url)
+}
+
 // together runs the writes at once and returns their answers once all
 // are back. The runner holds the first it takes until every one waits for
 // it, and one call carries them all.
@@ -301,10 +310,8 @@ func TestBatchedWriteGivesUpWhileWaiting(t *testing.T) {
 // call (lock_timeout) and lands, through the transaction, when the row is
 // free.
 func TestBatchedWriteDoesNotWaitForALockedRow(t *testing.T) {
-	url := storetest.URL(t, storetest.Postgres)
-	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
-	raw := openRaw(t, storetest.Postgres, url)
-	w := newBatchWorld(t, s, 3)
+	w, raw := newBatchWorldRaw(t, 3)
+	s := w.s
 	ctx := t.Context()
 	tx, err := raw.BeginTx(ctx, nil)
 	if err != nil {
@@ -470,10 +477,8 @@ CREATE TRIGGER batch_test_sleep BEFORE INSERT ON checkpoints FOR EACH ROW EXECUT
 // is rolled back whole, so each of its writes runs again in the
 // transaction and lands once; none is refused for it.
 func TestBatchedCallRolledBackFallsBack(t *testing.T) {
-	url := storetest.URL(t, storetest.Postgres)
-	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
-	raw := openRaw(t, storetest.Postgres, url)
-	w := newBatchWorld(t, s, 3)
+	w, raw := newBatchWorldRaw(t, 3)
+	s := w.s
 	ctx := t.Context()
 	sleepOnFirstCheckpoint(t, raw, 30) // long enough to be cancelled
 	writes := make([]func() (*checkpointd.Checkpoint, error), len(w.sess))
