@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -176,16 +175,9 @@ type loadSession struct {
 // The result is returned even with an error when writes happened, so the
 // operator still sees what was measured.
 func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
-	httpClient := &http.Client{
-		Timeout: loadRequestTimeout,
-		// One idle connection per client: every writer keeps its keep-alive
-		// connection, so the test measures writes, not TCP handshakes.
-		Transport: &http.Transport{
-			MaxIdleConns:        cfg.Clients,
-			MaxIdleConnsPerHost: cfg.Clients,
-			IdleConnTimeout:     90 * time.Second,
-		},
-	}
+	// The sessions are created and ended through the Go client; the writes
+	// go on connections of their own (loadConn), and neither uses a proxy.
+	httpClient := &http.Client{Timeout: loadRequestTimeout, Transport: &http.Transport{}}
 	defer httpClient.CloseIdleConnections()
 	// Every request is tried once: a load test counts a failed write, it
 	// does not hide it behind a retry.
@@ -303,14 +295,23 @@ func (lc *loadClient) drive(ctx context.Context, sessions []loadSession) *loadRe
 func (lc *loadClient) write(ctx context.Context, s loadSession, deadline time.Time, budget *atomic.Int64) clientStats {
 	st := clientStats{errors: map[string]int64{}}
 	doc := newLoadDocument(lc.cfg.Repo, s, lc.cfg.DocBytes)
+	conn, err := newLoadConn(lc.cfg.URL, lc.cfg.Token, s.ID)
+	if err != nil {
+		st.stopped = fmt.Sprintf("session %s: %v", s.ID, err)
+		return st
+	}
+	defer conn.close()
 	streak := 0
 	for n := int64(1); ctx.Err() == nil && time.Now().Before(deadline); n++ {
 		if lc.cfg.MaxRequests > 0 && budget.Add(1) > lc.cfg.MaxRequests {
 			break
 		}
-		body := doc.body(n)
+		key := ""
+		if lc.cfg.IdempotencyKeys {
+			key = s.ID + "-" + strconv.FormatInt(n, 10)
+		}
 		t0 := time.Now()
-		failure, err := lc.post(ctx, s.ID, body, n)
+		failure, err := conn.post(ctx, doc.stamp(n), key)
 		took := time.Since(t0)
 		if ctx.Err() != nil && err != nil {
 			break // interrupted by the operator: not a failed write
@@ -333,27 +334,6 @@ func (lc *loadClient) write(ctx context.Context, s loadSession, deadline time.Ti
 		}
 	}
 	return st
-}
-
-// post sends write n. A failed write is named by its status and problem
-// code, e.g. "409 run_superseded"; a written one returns "". Without
-// --idempotency-keys the write carries no key (client.Do; Checkpoints.Write
-// always sends one), so the daemon does no claim: the bare write path.
-func (lc *loadClient) post(ctx context.Context, sessionID string, body []byte, n int64) (failure string, err error) {
-	if lc.cfg.IdempotencyKeys {
-		_, err = lc.c.Checkpoints().WriteRaw(ctx, sessionID, body,
-			&client.WriteOptions{IdempotencyKey: sessionID + "-" + strconv.FormatInt(n, 10)})
-	} else {
-		err = lc.c.Do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(sessionID)+"/checkpoints", nil, json.RawMessage(body), nil)
-	}
-	var pe *client.Error
-	if errors.As(err, &pe) {
-		if pe.Code == "" {
-			return strconv.Itoa(pe.Status), nil
-		}
-		return strconv.Itoa(pe.Status) + " " + pe.Code, nil
-	}
-	return "", err
 }
 
 // percentile is the nearest-rank percentile of sorted durations.
@@ -416,7 +396,7 @@ func formatErrors(m map[string]int64) string {
 }
 
 // loadDocument is a client's checkpoint document, marshalled once: each write
-// only stamps its number into a copy, so the client spends its CPU on
+// only stamps its number into it, so the client spends its CPU on
 // sending, not on JSON, and leaves the cores to the daemon it measures.
 type loadDocument struct {
 	raw []byte
@@ -483,14 +463,14 @@ func newLoadDocument(repo string, s loadSession, size int) loadDocument {
 	return loadDocument{raw: raw, at: bytes.Index(raw, []byte(loadCounter))}
 }
 
-// body returns a copy of the document stamped with write number n. A fresh
-// copy per request: the transport may still read a request body after Do
-// returns, so a shared buffer could be overwritten under it.
-func (d loadDocument) body(n int64) []byte {
-	b := bytes.Clone(d.raw)
+// stamp writes n into the document's placeholder and returns it. Each
+// client has a document of its own, and loadConn.post copies it out before
+// the next stamp.
+func (d loadDocument) stamp(n int64) []byte {
 	digits := strconv.FormatInt(n, 10)
 	if len(digits) <= len(loadCounter) {
-		copy(b[d.at+len(loadCounter)-len(digits):], digits)
+		copy(d.raw[d.at:d.at+len(loadCounter)], loadCounter)
+		copy(d.raw[d.at+len(loadCounter)-len(digits):], digits)
 	}
-	return b
+	return d.raw
 }

@@ -222,7 +222,7 @@ func TestLoadDocumentSize(t *testing.T) {
 	s := loadSession{ID: "ses_01JQ8ZK4T6W2B9N3C5D7F1G0HX", RunID: "run_01JQ8ZK4T6W2B9N3C5D7F1G0HX", Token: 1}
 	for _, size := range []int{loadMinDocBytes, 3000, loadMaxDocBytes} {
 		d := newLoadDocument("loadtest/loadtest", s, size)
-		b := d.body(1234)
+		b := d.stamp(1234)
 		if len(b) < size-10 || len(b) > max(size, 2600)+10 {
 			t.Errorf("size %d: document is %d bytes", size, len(b))
 		}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// seenRequest is what net/http's server parsed of one request.
+type seenRequest struct {
+	method, uri, host    string
+	auth, ctype, key, ua string
+	contentLength        int64
+	body                 string
+}
+
+// recordingServer answers every request with answer(n) (n counts from 1)
+// and records what it parsed; it counts the connections it accepted.
+func recordingServer(t *testing.T, tlsOn bool, answer func(n int, w http.ResponseWriter)) (*httptest.Server, func() []seenRequest, *atomic.Int64) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []seenRequest
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, seenRequest{method: r.Method, uri: r.RequestURI, host: r.Host,
+			auth: r.Header.Get("Authorization"), ctype: r.Header.Get("Content-Type"), key: r.Header.Get("Idempotency-Key"),
+			ua: r.Header.Get("User-Agent"), contentLength: r.ContentLength, body: string(body)})
+		n := len(seen)
+		mu.Unlock()
+		answer(n, w)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	if tlsOn {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, func() []seenRequest { mu.Lock(); defer mu.Unlock(); return append([]seenRequest(nil), seen...) }, &conns
+}
+
+func created(_ int, w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = io.WriteString(w, `{"checkpoint":{"seq":1}}`)
+}
+
+// The request the daemon gets is the one the Go client sent: method, path
+// under the URL's prefix, token, content type, length, key and body; every
+// write goes on one keep-alive connection.
+func TestLoadConnSendsTheWrite(t *testing.T) {
+	srv, seen, conns := recordingServer(t, false, created)
+	c, err := newLoadConn(srv.URL+"/prefix", "tok-123", "ses_01JQ8ZK4T6W2B9N3C5D7F1G0HX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	for i, key := range []string{"", "ses_1-2", ""} {
+		body := strings.Repeat("x", 10+i)
+		if failure, err := c.post(t.Context(), []byte(body), key); err != nil || failure != "" {
+			t.Fatalf("write %d: failure %q, err %v", i, failure, err)
+		}
+	}
+	got := seen()
+	if len(got) != 3 {
+		t.Fatalf("%d requests reached the server, want 3", len(got))
+	}
+	for i, r := range got {
+		want := seenRequest{method: "POST", uri: "/prefix/v1/sessions/ses_01JQ8ZK4T6W2B9N3C5D7F1G0HX/checkpoints",
+			host: strings.TrimPrefix(srv.URL, "http://"), auth: "Bearer tok-123", ctype: "application/json",
+			ua: "checkpointd-loadtest/" + version(), contentLength: int64(10 + i), body: strings.Repeat("x", 10+i)}
+		if i == 1 {
+			want.key = "ses_1-2"
+		}
+		if r != want {
+			t.Errorf("request %d:\n got %+v\nwant %+v", i, r, want)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 3 writes, want 1 kept alive", n)
+	}
+}
+
+// A failed write is named by status and problem code, and an answer that
+// closes the connection makes the next write dial again.
+func TestLoadConnFailuresAndClose(t *testing.T) {
+	srv, _, conns := recordingServer(t, false, func(n int, w http.ResponseWriter) {
+		switch n {
+		case 1:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"type":"about:blank","status":409,"code":"run_superseded"}`)
+		case 2:
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, "<html>bad gateway</html>")
+		default:
+			created(n, w)
+		}
+	})
+	c, err := newLoadConn(srv.URL, "t", "ses_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	for i, want := range []string{"409 run_superseded", "502", "", ""} {
+		failure, err := c.post(t.Context(), []byte("{}"), "")
+		if err != nil || failure != want {
+			t.Errorf("write %d: failure %q, err %v; want %q", i+1, failure, err, want)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2: one until the server closed it, then one more", n)
+	}
+}
+
+// A connection cut before the answer is a transport failure, and the
+// next write goes on a new connection.
+func TestLoadConnCutConnection(t *testing.T) {
+	srv, _, conns := recordingServer(t, false, func(n int, w http.ResponseWriter) {
+		if n == 2 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		created(n, w)
+	})
+	c, err := newLoadConn(srv.URL, "t", "ses_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if f, err := c.post(t.Context(), []byte("{}"), ""); f != "" || err != nil {
+		t.Fatalf("write 1: %q %v", f, err)
+	}
+	if f, err := c.post(t.Context(), []byte("{}"), ""); err == nil {
+		t.Fatalf("write 2 on a cut connection: failure %q and no error, want a transport error", f)
+	}
+	if f, err := c.post(t.Context(), []byte("{}"), ""); f != "" || err != nil {
+		t.Fatalf("write 3 after the cut: %q %v, want it to dial again and succeed", f, err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+}
+
+// https:// is dialled with TLS and the server's name verified.
+func TestLoadConnTLS(t *testing.T) {
+	srv, seen, _ := recordingServer(t, true, created)
+	c, err := newLoadConn(srv.URL, "t", "ses_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	// Unknown to the system's roots: refused.
+	if _, err := c.post(t.Context(), []byte("{}"), ""); err == nil {
+		t.Fatal("a certificate no root signs was accepted")
+	}
+	c.tls.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	if f, err := c.post(t.Context(), []byte("{}"), ""); f != "" || err != nil {
+		t.Fatalf("write over TLS: %q %v", f, err)
+	}
+	if len(seen()) != 1 {
+		t.Errorf("%d requests reached the server, want 1 (the refused handshake sends none)", len(seen()))
+	}
+	if c.tls.ServerName != "127.0.0.1" || c.tls.MinVersion != tls.VersionTLS12 {
+		t.Errorf("tls config %q %x", c.tls.ServerName, c.tls.MinVersion)
+	}
+}
+
+// An operator's interrupt ends a write the daemon never answers.
+func TestLoadConnInterrupted(t *testing.T) {
+	release := make(chan struct{})
+	srv, _, _ := recordingServer(t, false, func(int, http.ResponseWriter) { <-release })
+	defer close(release)
+	ctx, cancel := context.WithCancel(t.Context())
+	c, err := newLoadConn(srv.URL, "t", "ses_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	if _, err := c.post(ctx, []byte("{}"), ""); err == nil {
+		t.Fatal("an interrupted write reported no error")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the interrupted write returned after %s", took)
+	}
+}
