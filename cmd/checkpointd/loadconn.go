@@ -41,6 +41,11 @@ func newLoadConn(base, token, sessionID string) (*loadConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: --url: %w", err)
 	}
+	// Both go into header lines as they are (the session id in the
+	// Idempotency-Key): a control character would end a line early.
+	if !headerSafe(token) || !headerSafe(sessionID) {
+		return nil, fmt.Errorf("loadtest: the token or session id %q holds a control character", sessionID)
+	}
 	c := &loadConn{addr: u.Host}
 	port := "80"
 	if u.Scheme == "https" {
@@ -57,14 +62,29 @@ func newLoadConn(base, token, sessionID string) (*loadConn, error) {
 	return c, nil
 }
 
-// post sends one write and reads its whole answer. failure is "" for a 201,
-// else the status and problem code ("409 run_superseded"); err is a
-// transport failure (no answer, or an answer that could not be read), after
-// which the connection is closed and the next write dials again. When ctx
-// ends (the operator's Ctrl-C), a write waiting on the daemon ends at once.
+// headerSafe is whether s may stand in a header line: no control
+// character, CR and LF included.
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// post sends one write and reads its whole answer, within loadRequestTimeout
+// from its start, a dial included. failure is "" for a 201, else the status
+// and problem code ("409 run_superseded"); err is a transport failure (no
+// answer, or an answer that could not be read), after which the connection
+// is closed and the next write dials again. Nothing is retried. When the
+// context the connection was dialled with ends (every write of a writer
+// passes the same one: the operator's Ctrl-C), a write waiting on the daemon
+// ends at once.
 func (c *loadConn) post(ctx context.Context, body []byte, idempotencyKey string) (failure string, err error) {
+	deadline := time.Now().Add(loadRequestTimeout)
 	if c.conn == nil {
-		if err := c.dial(ctx); err != nil {
+		if err := c.dial(ctx, deadline); err != nil {
 			return "", err
 		}
 	}
@@ -74,15 +94,15 @@ func (c *loadConn) post(ctx context.Context, body []byte, idempotencyKey string)
 	}
 	b = append(strconv.AppendInt(append(b, "Content-Length: "...), int64(len(body)), 10), "\r\n\r\n"...)
 	c.buf = append(b, body...)
-	if err := c.conn.SetDeadline(time.Now().Add(loadRequestTimeout)); err != nil {
+	if err := c.conn.SetDeadline(deadline); err != nil {
 		return "", c.fail(err)
 	}
 	if _, err := c.conn.Write(c.buf); err != nil {
 		return "", c.fail(err)
 	}
-	resp, err := http.ReadResponse(c.br, nil)
+	resp, err := c.readFinal()
 	if err != nil {
-		return "", c.fail(fmt.Errorf("reading the answer: %w", err))
+		return "", c.fail(err)
 	}
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, loadMaxAnswerBytes+1))
 	_ = resp.Body.Close()
@@ -92,8 +112,8 @@ func (c *loadConn) post(ctx context.Context, body []byte, idempotencyKey string)
 	case len(answer) > loadMaxAnswerBytes:
 		return "", c.fail(fmt.Errorf("the %d answer exceeds %d bytes", resp.StatusCode, loadMaxAnswerBytes))
 	}
-	if resp.Close {
-		c.close()
+	if resp.Close || resp.StatusCode == http.StatusSwitchingProtocols {
+		c.close() // no further answer comes on it
 	}
 	if resp.StatusCode == http.StatusCreated {
 		return "", nil
@@ -107,12 +127,32 @@ func (c *loadConn) post(ctx context.Context, body []byte, idempotencyKey string)
 	return strconv.Itoa(resp.StatusCode), nil
 }
 
+// loadMaxInformational bounds the 1xx answers (a proxy's 103 Early Hints)
+// read before the final one, as net/http's client does.
+const loadMaxInformational = 5
+
+// readFinal reads the answer to the request just sent, past any 1xx
+// answer before it: taken for the final one, it would leave every later
+// write reading its predecessor's answer.
+func (c *loadConn) readFinal() (*http.Response, error) {
+	for range loadMaxInformational + 1 {
+		resp, err := http.ReadResponse(c.br, nil)
+		if err != nil {
+			return nil, fmt.Errorf("reading the answer: %w", err)
+		}
+		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+	}
+	return nil, fmt.Errorf("more than %d informational (1xx) answers", loadMaxInformational)
+}
+
 // loadMaxAnswerBytes bounds an answer read: a checkpoint as written, at
 // most --doc-bytes, and the server's fields.
 const loadMaxAnswerBytes = 1 << 20
 
-func (c *loadConn) dial(ctx context.Context) error {
-	d := &net.Dialer{Timeout: loadRequestTimeout, KeepAlive: 30 * time.Second}
+func (c *loadConn) dial(ctx context.Context, deadline time.Time) error {
+	d := &net.Dialer{Deadline: deadline, KeepAlive: 30 * time.Second}
 	var conn net.Conn
 	var err error
 	if c.tls != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,6 +129,78 @@ func TestLoadConnFailuresAndClose(t *testing.T) {
 	}
 	if n := conns.Load(); n != 2 {
 		t.Errorf("%d connections, want 2: one until the server closed it, then one more", n)
+	}
+}
+
+// A 1xx answer before the final one (a proxy's Early Hints) is skipped:
+// taken for the answer, it would put every later write one answer behind.
+func TestLoadConnSkipsInformationalAnswers(t *testing.T) {
+	srv, _, _ := recordingServer(t, false, func(n int, w http.ResponseWriter) {
+		switch n {
+		case 1:
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.WriteHeader(http.StatusEarlyHints)
+			created(n, w)
+		case 2:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"status":409,"code":"run_superseded"}`)
+		default:
+			created(n, w)
+		}
+	})
+	c, err := newLoadConn(srv.URL, "t", "ses_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	for i, want := range []string{"", "409 run_superseded", ""} {
+		if f, err := c.post(t.Context(), []byte("{}"), ""); f != want || err != nil {
+			t.Errorf("write %d: failure %q, err %v; want %q", i+1, f, err, want)
+		}
+	}
+}
+
+// The token and the session id go into header lines as they are, so a
+// control character in either is refused before anything is sent.
+func TestLoadConnRefusesControlCharacters(t *testing.T) {
+	for _, tc := range []struct{ token, session string }{
+		{"tok\r\nX-Injected: 1", "ses_x"},
+		{"tok", "ses_x\nX-Injected: 1"},
+		{"tok\x7f", "ses_x"},
+	} {
+		if _, err := newLoadConn("http://127.0.0.1:1", tc.token, tc.session); err == nil {
+			t.Errorf("token %q, session %q: accepted", tc.token, tc.session)
+		}
+	}
+	if _, err := newLoadConn("http://127.0.0.1:1", "tok-ok_1.2~", "ses_01JQ8ZK4T6W2B9N3C5D7F1G0HX"); err != nil {
+		t.Errorf("a plain token and id: %v", err)
+	}
+}
+
+// A writer sends its own Idempotency-Key with each write when asked, and
+// none otherwise.
+func TestLoadtestWriterIdempotencyKeys(t *testing.T) {
+	for _, keys := range []bool{true, false} {
+		srv, seen, _ := recordingServer(t, false, created)
+		lc := &loadClient{cfg: loadConfig{URL: srv.URL, Token: "t", Repo: "loadtest/loadtest", Clients: 1,
+			DocBytes: 3000, MaxRequests: 3, IdempotencyKeys: keys}}
+		s := loadSession{ID: "ses_k", RunID: "run_k", Token: 1}
+		var budget atomic.Int64
+		st := lc.write(t.Context(), s, time.Now().Add(time.Minute), &budget)
+		if st.ok != 3 {
+			t.Fatalf("keys %v: %d writes succeeded, want 3 (%v)", keys, st.ok, st.errors)
+		}
+		for i, r := range seen() {
+			want := ""
+			if keys {
+				want = "ses_k-" + strconv.Itoa(i+1)
+			}
+			if r.key != want {
+				t.Errorf("keys %v, write %d: Idempotency-Key %q, want %q", keys, i+1, r.key, want)
+			}
+		}
 	}
 }
 
