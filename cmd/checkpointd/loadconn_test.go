@@ -63,6 +63,24 @@ func created(_ int, w http.ResponseWriter) {
 	_, _ = io.WriteString(w, `{"checkpoint":{"seq":1}}`)
 }
 
+// superseded answers as the daemon does a write of a superseded run.
+func superseded(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusConflict)
+	_, _ = io.WriteString(w, `{"type":"about:blank","status":409,"code":"run_superseded"}`)
+}
+
+// testConn is a loadConn to url for session ses_x, closed with the test.
+func testConn(t *testing.T, url string) *loadConn {
+	t.Helper()
+	c, err := newLoadConn(url, "t", "ses_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.close)
+	return c
+}
+
 // The request the daemon gets is the one the Go client sent: method, path
 // under the URL's prefix, token, content type, length, key and body; every
 // write goes on one keep-alive connection.
@@ -105,9 +123,7 @@ func TestLoadConnFailuresAndClose(t *testing.T) {
 	srv, _, conns := recordingServer(t, false, func(n int, w http.ResponseWriter) {
 		switch n {
 		case 1:
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusConflict)
-			_, _ = io.WriteString(w, `{"type":"about:blank","status":409,"code":"run_superseded"}`)
+			superseded(w)
 		case 2:
 			w.Header().Set("Connection", "close")
 			w.WriteHeader(http.StatusBadGateway)
@@ -116,11 +132,7 @@ func TestLoadConnFailuresAndClose(t *testing.T) {
 			created(n, w)
 		}
 	})
-	c, err := newLoadConn(srv.URL, "t", "ses_x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
+	c := testConn(t, srv.URL)
 	for i, want := range []string{"409 run_superseded", "502", "", ""} {
 		failure, err := c.post(t.Context(), []byte("{}"), "")
 		if err != nil || failure != want {
@@ -143,18 +155,12 @@ func TestLoadConnSkipsInformationalAnswers(t *testing.T) {
 			w.WriteHeader(http.StatusEarlyHints)
 			created(n, w)
 		case 2:
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusConflict)
-			_, _ = io.WriteString(w, `{"status":409,"code":"run_superseded"}`)
+			superseded(w)
 		default:
 			created(n, w)
 		}
 	})
-	c, err := newLoadConn(srv.URL, "t", "ses_x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
+	c := testConn(t, srv.URL)
 	for i, want := range []string{"", "409 run_superseded", ""} {
 		if f, err := c.post(t.Context(), []byte("{}"), ""); f != want || err != nil {
 			t.Errorf("write %d: failure %q, err %v; want %q", i+1, f, err, want)
@@ -217,11 +223,7 @@ func TestLoadConnCutConnection(t *testing.T) {
 		}
 		created(n, w)
 	})
-	c, err := newLoadConn(srv.URL, "t", "ses_x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
+	c := testConn(t, srv.URL)
 	if f, err := c.post(t.Context(), []byte("{}"), ""); f != "" || err != nil {
 		t.Fatalf("write 1: %q %v", f, err)
 	}
@@ -239,11 +241,7 @@ func TestLoadConnCutConnection(t *testing.T) {
 // https:// is dialled with TLS and the server's name verified.
 func TestLoadConnTLS(t *testing.T) {
 	srv, seen, _ := recordingServer(t, true, created)
-	c, err := newLoadConn(srv.URL, "t", "ses_x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
+	c := testConn(t, srv.URL)
 	// Unknown to the system's roots: refused.
 	if _, err := c.post(t.Context(), []byte("{}"), ""); err == nil {
 		t.Fatal("a certificate no root signs was accepted")
@@ -266,11 +264,7 @@ func TestLoadConnInterrupted(t *testing.T) {
 	srv, _, _ := recordingServer(t, false, func(int, http.ResponseWriter) { <-release })
 	defer close(release)
 	ctx, cancel := context.WithCancel(t.Context())
-	c, err := newLoadConn(srv.URL, "t", "ses_x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
+	c := testConn(t, srv.URL)
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
 	if _, err := c.post(ctx, []byte("{}"), ""); err == nil {
