@@ -21,8 +21,8 @@ import (
 // The load generator shares the machine it measures, so what it spends is
 // taken from the daemon. net/http's client cost ~120 µs of CPU per write
 // here (a reader and a writer goroutine per connection, a handoff each
-// way, a request object per call); this costs about half of that, and the
-// daemon parses exactly the request it did.
+// way, a request object per call); this costs about half of that, and over
+// http:// the daemon parses the same request.
 type loadConn struct {
 	addr string      // host:port to dial
 	tls  *tls.Config // nil for http://
@@ -56,11 +56,14 @@ func newLoadConn(base, token, sessionID string) (*loadConn, error) {
 		c.addr = net.JoinHostPort(u.Hostname(), port)
 	}
 	target := u.EscapedPath() + "/v1/sessions/" + url.PathEscape(sessionID) + "/checkpoints"
-	c.head = fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: checkpointd-loadtest/%s\r\n"+
+	c.head = fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\n"+
 		"Authorization: Bearer %s\r\nAccept: application/json, application/problem+json\r\nContent-Type: application/json\r\n",
-		target, u.Host, version(), token)
+		target, u.Host, loadUserAgent(), token)
 	return c, nil
 }
+
+// loadUserAgent names the load generator in every request it sends.
+func loadUserAgent() string { return "checkpointd-loadtest/" + version() }
 
 // headerSafe is whether s may stand in a header line: no control
 // character, CR and LF included.

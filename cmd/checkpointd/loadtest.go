@@ -182,7 +182,7 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 	// Every request is tried once: a load test counts a failed write, it
 	// does not hide it behind a retry.
 	cl, err := client.New(client.Config{Address: cfg.URL, Token: cfg.Token, HTTPClient: httpClient, MaxAttempts: 1,
-		UserAgent: "checkpointd-loadtest/" + version()})
+		UserAgent: loadUserAgent()})
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
