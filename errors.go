@@ -30,7 +30,22 @@ var (
 	// open under the server's keys. It is not the store being unreachable:
 	// retrying does not help.
 	ErrCheckpointCorrupt = errors.New("checkpoint corrupt")
+	// ErrContended reports a change the database kept refusing because
+	// concurrent changes of the same rows conflicted with it (deadlocks,
+	// serialization failures, a busy SQLite), after the store retried it:
+	// nothing was changed, and a retry may well pass.
+	ErrContended = errors.New("contended")
 )
+
+// Sentinels are every sentinel error above: what a layer passes on as it
+// is, where anything else from a database or a driver is the store being
+// unavailable (a test keeps the list whole).
+var Sentinels = []error{
+	ErrNotFound, ErrInvalidRequest, ErrInvalidCheckpoint, ErrRunSuperseded, ErrRunActive, ErrSessionEnded,
+	ErrNoCurrentRun, ErrGone, ErrIdempotencyConflict, ErrIdempotencyInFlight, ErrLeaseHeld, ErrLeaseLost,
+	ErrDraining, ErrDrainBlocked, ErrUnauthorized, ErrForbidden, ErrStoreUnavailable, ErrCheckpointCorrupt, ErrKey,
+	ErrInvalidJSON, ErrInvalidWorkflow, ErrContended,
+}
 
 // Problem is one reason a request or document was rejected, located by a
 // JSON pointer-like path ("/workspace/head").

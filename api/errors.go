@@ -40,6 +40,7 @@ var errorStatus = []struct {
 	{checkpointd.ErrLeaseHeld, http.StatusConflict, "lease_held"},
 	{checkpointd.ErrLeaseLost, http.StatusConflict, "lease_lost"},
 	{checkpointd.ErrDrainBlocked, http.StatusConflict, "drain_blocked"},
+	{checkpointd.ErrContended, http.StatusConflict, "contended"},
 	{errDrainRunning, http.StatusConflict, "drain_running"},
 	{checkpointd.ErrDraining, http.StatusServiceUnavailable, "draining"},
 	{checkpointd.ErrCheckpointCorrupt, http.StatusInternalServerError, "checkpoint_corrupt"},
@@ -176,6 +177,9 @@ func (a *api) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if p.Code == "contended" {
+		w.Header().Set("Retry-After", "1") // nothing was changed; contention passes
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
 }

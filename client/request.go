@@ -141,8 +141,10 @@ func (c *Client) send(ctx context.Context, r *request) (*answer, error) {
 }
 
 // transient is whether a problem answer may go away by itself: a gateway
-// or store outage (503 store_unavailable changed nothing), or a request of
-// the same key still in flight. 503 draining is not: the drain lasts.
+// or store outage (503 store_unavailable changed nothing), a request of
+// the same key still in flight, or contention the daemon could not retry
+// past (409 contended changed nothing). 503 draining is not: the drain
+// lasts.
 func transient(p *Error) bool {
 	switch p.Status {
 	case http.StatusBadGateway, http.StatusGatewayTimeout:
@@ -150,7 +152,7 @@ func transient(p *Error) bool {
 	case http.StatusServiceUnavailable:
 		return p.Code != "draining"
 	case http.StatusConflict:
-		return p.Code == "idempotency_in_flight"
+		return p.Code == "idempotency_in_flight" || p.Code == "contended"
 	}
 	return false
 }

@@ -44,6 +44,7 @@ type Metrics struct {
 	drainBlocking      prometheus.Gauge
 	drainDecisions     *prometheus.CounterVec
 	storeErrors        *prometheus.CounterVec
+	storeRetries       *prometheus.CounterVec
 	errorsRecorded     *prometheus.CounterVec
 	errorsDropped      *prometheus.CounterVec
 	httpRequests       *prometheus.CounterVec
@@ -110,6 +111,8 @@ func New() *Metrics {
 		"Drain gate decisions by outcome: completed, blocked, failed (could not decide: fail closed).", "outcome")
 	m.storeErrors = counter("store_errors_total",
 		"Database failures turned into store_unavailable, by operation class: read, write, ping.", "op")
+	m.storeRetries = counter("store_retries_total",
+		"Write transactions tried again, by reason: conflict (deadlock, serialization failure, lock timeout, SQLite busy), connection (a pooled connection the server had ended).", "reason")
 	m.errorsRecorded = counter("errors_recorded_total",
 		"Durable errors written to the errors table, by source.", "source")
 	m.errorsDropped = counter("errors_dropped_total",
@@ -271,6 +274,14 @@ func (m *Metrics) StoreError(op string) {
 		return
 	}
 	m.storeErrors.WithLabelValues(oneOf(op, []string{"read", "write", "ping"})).Inc()
+}
+
+// StoreRetry counts a write transaction tried again (store.Observer).
+func (m *Metrics) StoreRetry(reason string) {
+	if m == nil {
+		return
+	}
+	m.storeRetries.WithLabelValues(oneOf(reason, []string{"conflict", "connection"})).Inc()
 }
 
 // Reconcile pass outcomes.

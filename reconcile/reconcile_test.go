@@ -288,6 +288,7 @@ func (v *validityCounts) ValidityChanged(cause string, to checkpointd.Validity, 
 func (v *validityCounts) LeaseEvent(string)        {}
 func (v *validityCounts) StoreError(string)        {}
 func (v *validityCounts) RefSettled(time.Duration) {}
+func (v *validityCounts) StoreRetry(string)        {}
 func (v *validityCounts) get() map[string]int {
 	v.mu.Lock()
 	defer v.mu.Unlock()

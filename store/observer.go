@@ -26,6 +26,9 @@ type Observer interface {
 	// RefSettled reports that the sessions bound to one ref were re-judged
 	// after its live state changed (settle.go), and how long it took.
 	RefSettled(took time.Duration)
+	// StoreRetry reports a write transaction tried again, by reason
+	// (RetryConflict, RetryConnection).
+	StoreRetry(reason string)
 }
 
 // Causes of validity changes: what the store was doing when the change
@@ -122,6 +125,7 @@ func (s *Store) failed(op string, err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
+	s.failures.Add(1)
 	if op == OpWrite {
 		s.writeFailed(err)
 	}

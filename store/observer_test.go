@@ -31,6 +31,7 @@ func (o *recordingObserver) ValidityChanged(cause string, to checkpointd.Validit
 func (o *recordingObserver) LeaseEvent(kind string)   { o.add("lease " + kind) }
 func (o *recordingObserver) StoreError(op string)     { o.add("error " + op) }
 func (o *recordingObserver) RefSettled(time.Duration) { o.add("settled") }
+func (o *recordingObserver) StoreRetry(reason string) { o.add("retry " + reason) }
 
 func (o *recordingObserver) take() []string {
 	o.mu.Lock()

@@ -231,3 +231,97 @@ JOIN live_refs l ON l.repo_key = s.repo_key AND l.ref = 'branch:' || s.branch WH
 		prev = d.To
 	}
 }
+
+// TestReplicasConcurrentTakeoversNeverUnavailable: 60 takeovers of one
+// session holding leases, at once through three replicas, while operators
+// park it and heartbeats and lease renewals of whichever run is current
+// come in: every call answers what happened to it (a run, or the fencing
+// refusal a superseded run gets), never store_unavailable — lock
+// conflicts, serialization failures and deadlocks under contention are not
+// an outage.
+func TestReplicasConcurrentTakeoversNeverUnavailable(t *testing.T) {
+	url := storetest.URL(t, storetest.Postgres)
+	var replicas []*store.Store
+	for range replicaCount {
+		replicas = append(replicas, storetest.OpenURL(t, url, checkpointd.SystemClock{}))
+	}
+	ctx := t.Context()
+	sess := drainSession(t, replicas[0], "acme/widgets", "author", "fix-t")
+	for _, res := range []checkpointd.Resource{{Kind: checkpointd.ResourceIssue, Repo: "acme/widgets", Number: 1},
+		{Kind: checkpointd.ResourceBranch, Repo: "acme/widgets", Branch: "fix-t"}} {
+		if _, err := replicas[0].AcquireLease(ctx, store.NewLease{Resource: res, SessionID: sess.ID, RunID: sess.CurrentRun.ID, TTL: leaseTTL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var unavailable []error
+	note := func(err error) {
+		if errors.Is(err, checkpointd.ErrStoreUnavailable) {
+			mu.Lock()
+			unavailable = append(unavailable, err)
+			mu.Unlock()
+		}
+	}
+	for i := range 60 {
+		r := replicas[i%replicaCount]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := r.StartRun(ctx, sess.ID, store.NewRun{Takeover: true, Reason: "claim", Agent: checkpointd.Agent{Runtime: "claude-code"}})
+			note(err)
+			if i%10 == 0 {
+				_, err = r.ParkSession(ctx, sess.ID, store.Operator{TokenID: "tok_op"}, "park", nil)
+				note(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(unavailable) > 0 {
+		t.Fatalf("%d of the calls answered store_unavailable; first: %v", len(unavailable), unavailable[0])
+	}
+}
+
+// TestWriteAfterServerEndedConnections: after the server ended every
+// connection of the pool (a restart, a failover, an operator's
+// pg_terminate_backend), the next writes succeed on fresh connections
+// instead of answering store_unavailable once per dead pooled connection —
+// the checkpoint writes' own connection included.
+func TestWriteAfterServerEndedConnections(t *testing.T) {
+	db := storetest.NewDatabase(t)
+	s := storetest.OpenURL(t, db.URL, checkpointd.SystemClock{})
+	ctx := t.Context()
+	// Fill the pool: concurrent writes each hold a connection.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); drainSession(t, s, "acme/widgets", "author", "fix-p") }()
+	}
+	wg.Wait()
+	// And the checkpoint writes' own connection, on their fast path.
+	sess := drainSession(t, s, "acme/widgets", "author", "fix-q")
+	for i := range 3 {
+		if _, err := s.WriteCheckpoint(ctx, store.CheckpointWrite{SessionID: sess.ID, Doc: drainDoc(sess, head(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Refuse()
+	// The store meets the outage (a serving replica's workers always do):
+	// the connections it held are checked before they are used again.
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("the store answers while the database refuses connections")
+	}
+	db.Allow()
+	for i := range 8 {
+		if _, err := s.CreateSession(ctx, store.NewSession{Repo: "acme/widgets", Role: "author", Issue: int64(i + 1),
+			Agent: checkpointd.Agent{Runtime: "claude-code"}}); err != nil {
+			t.Fatalf("write %d after the server ended the pool's connections: %v", i, err)
+		}
+		if _, err := s.WriteCheckpoint(ctx, store.CheckpointWrite{SessionID: sess.ID, Doc: drainDoc(sess, head(i))}); err != nil {
+			t.Fatalf("checkpoint %d after the server ended the pool's connections: %v", i, err)
+		}
+	}
+}
+
+// head is a distinct 40-hex head for i.
+func head(i int) string { return fmt.Sprintf("%040x", i+1) }

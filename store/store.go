@@ -6,13 +6,18 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -102,6 +107,9 @@ type Store struct {
 	// batcher sends the one-statement writes of several sessions in one
 	// call (writebatch.go).
 	batcher writeBatcher
+	// failures counts the database failures met (failed): a connection
+	// held since the last one is checked before it is used again.
+	failures atomic.Int64
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -229,12 +237,18 @@ func (s *Store) Close() error {
 }
 
 // inTx runs fn in a write transaction, rolls back on error or panic and
-// returns the commit error. Transient PostgreSQL conflicts are retried.
+// returns the commit error. A transaction refused for contention
+// (serialization failure, deadlock, lock timeout, SQLite busy) is tried
+// again after a jittered backoff, up to maxTxAttempts, then answered as
+// ErrContended; one whose connection broke before its commit (a pooled
+// connection the server ended) is tried again at once on another, up to
+// maxConnAttempts. A connection that breaks at the commit is not retried:
+// whether it committed is unknown. Each retry is counted (Observer).
 // What the transaction noted for the observer (observer.go) is handed over
 // only once it committed.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
 	n := notesFrom(ctx)
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		n.reset()
 		resetMoves(ctx)
 		err = s.tryTx(ctx, fn)
@@ -242,12 +256,66 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error
 			s.flush(n)
 			commitMoves(ctx)
 			s.committed()
+			return nil
 		}
-		if err == nil || !retryable(err) || attempt == 3 {
+		why := retryReason(err)
+		switch {
+		case why == "":
 			return s.classifyOp(OpWrite, err)
+		case why == RetryConflict && attempt >= maxTxAttempts:
+			return fmt.Errorf("%w: the database refused the change %d times for concurrent changes of the same rows; nothing was changed: %w",
+				checkpointd.ErrContended, attempt, err)
+		case why == RetryConnection && attempt >= maxConnAttempts:
+			return s.classifyOp(OpWrite, err)
+		}
+		if s.obs != nil {
+			s.obs.StoreRetry(why)
+		}
+		if why == RetryConflict {
+			if werr := sleepCtx(ctx, txBackoff(attempt)); werr != nil {
+				return s.classifyOp(OpWrite, err)
+			}
 		}
 	}
 }
+
+// Retry bounds of inTx.
+const (
+	maxTxAttempts   = 8
+	maxConnAttempts = 3
+)
+
+// Reasons a transaction is tried again (Observer.StoreRetry).
+const (
+	RetryConflict   = "conflict"
+	RetryConnection = "connection"
+)
+
+// txBackoff is the wait before the attempt after attempt: doubling from
+// 2 ms to at most 100 ms, half of it random, so that the transactions that
+// conflicted do not meet again (about 0.3 s over every attempt).
+func txBackoff(attempt int) time.Duration {
+	d := min(2*time.Millisecond<<(attempt-1), 100*time.Millisecond)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// commitError is a failed COMMIT: the transaction may or may not have
+// committed.
+type commitError struct{ err error }
+
+func (e commitError) Error() string { return "commit: " + e.err.Error() }
+func (e commitError) Unwrap() error { return e.err }
 
 func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
 	tx, err := s.wdb.BeginTxx(ctx, nil)
@@ -266,18 +334,10 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err erro
 	if err = fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit()
-}
-
-// domainErrors are returned as they are; every other error comes from the
-// database or the driver and means the store could not do its job.
-var domainErrors = []error{
-	checkpointd.ErrNotFound, checkpointd.ErrInvalidRequest, checkpointd.ErrInvalidCheckpoint,
-	checkpointd.ErrRunSuperseded, checkpointd.ErrRunActive, checkpointd.ErrSessionEnded,
-	checkpointd.ErrGone, checkpointd.ErrIdempotencyConflict, checkpointd.ErrIdempotencyInFlight,
-	checkpointd.ErrLeaseHeld, checkpointd.ErrLeaseLost, checkpointd.ErrDraining,
-	checkpointd.ErrDrainBlocked, checkpointd.ErrStoreUnavailable, checkpointd.ErrForbidden,
-	checkpointd.ErrUnauthorized, checkpointd.ErrKey, checkpointd.ErrCheckpointCorrupt,
+	if err := tx.Commit(); err != nil {
+		return commitError{err}
+	}
+	return nil
 }
 
 // classify maps an error to the domain: domain errors pass, anything else is
@@ -290,7 +350,7 @@ func (s *Store) classifyOp(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, d := range domainErrors {
+	for _, d := range checkpointd.Sentinels {
 		if errors.Is(err, d) {
 			return err
 		}
@@ -299,18 +359,53 @@ func (s *Store) classifyOp(op string, err error) error {
 	return fmt.Errorf("%w: %w", checkpointd.ErrStoreUnavailable, err)
 }
 
-// retryable reports transient conflicts worth another attempt: PostgreSQL
-// serialization failures and deadlocks, SQLite busy.
-func retryable(err error) bool {
+// retryReason says why a failed transaction may be tried again, or "":
+// RetryConflict for PostgreSQL serialization failures, deadlocks and lock
+// timeouts and SQLite busy (the database refused it, so nothing
+// committed); RetryConnection for a connection that broke before the
+// commit (the server ended it, or the pool handed out a dead one).
+func retryReason(err error) string {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return ""
+	}
+	for _, d := range checkpointd.Sentinels {
+		if errors.Is(err, d) {
+			return "" // the transaction's own answer
+		}
+	}
 	var pe *pq.Error
 	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01"
+		switch {
+		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
+			return RetryConflict
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code.Class() == "08":
+			return connectionUnlessCommit(err)
+		}
+		return ""
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
-		return se.Code()&0xff == sqlite3.SQLITE_BUSY
+		if se.Code()&0xff == sqlite3.SQLITE_BUSY {
+			return RetryConflict
+		}
+		return ""
 	}
-	return false
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return connectionUnlessCommit(err)
+	}
+	return ""
+}
+
+// retryable reports a conflict worth another attempt (RetryConflict).
+func retryable(err error) bool { return retryReason(err) == RetryConflict }
+
+func connectionUnlessCommit(err error) string {
+	var ce commitError
+	if errors.As(err, &ce) {
+		return ""
+	}
+	return RetryConnection
 }
 
 // isUnique reports a unique-constraint violation.

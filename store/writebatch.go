@@ -405,17 +405,23 @@ type batchConn struct {
 	conn *sqlx.Conn
 	stmt *sqlx.Stmt
 	used time.Time
+	// failures is the store's failure count when the connection was last
+	// used (Store.failures).
+	failures int64
 }
 
 // batchConnIdle is how long a runner's connection may sit unused before a
 // call checks it first: one the database or the network dropped meanwhile
-// is replaced before anything is sent on it.
+// is replaced before anything is sent on it. So is one used before the
+// store met a failure since (an outage, a restart, an operator ending
+// backends: its connection is likely dead too).
 const batchConnIdle = 10 * time.Second
 
 // ready makes sure c has a live connection with the call prepared. Nothing
-// of a call is sent before it returns nil.
-func (c *batchConn) ready(ctx context.Context, db *sqlx.DB) error {
-	if c.conn != nil && time.Since(c.used) > batchConnIdle {
+// of a call is sent before it returns nil. failures is the store's failure
+// count now.
+func (c *batchConn) ready(ctx context.Context, db *sqlx.DB, failures int64) error {
+	if c.conn != nil && (time.Since(c.used) > batchConnIdle || failures != c.failures) {
 		if err := c.conn.PingContext(ctx); err != nil {
 			c.close()
 		}
@@ -432,7 +438,7 @@ func (c *batchConn) ready(ctx context.Context, db *sqlx.DB) error {
 		}
 		c.conn, c.stmt = conn, stmt
 	}
-	c.used = time.Now()
+	c.used, c.failures = time.Now(), failures
 	return nil
 }
 
@@ -479,7 +485,7 @@ func (s *Store) callWriteBatch(conn *batchConn, batch []*batchedWrite) []batchOu
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), writeBatchTimeout)
 	defer cancel()
-	if err := conn.ready(ctx, s.wdb); err != nil {
+	if err := conn.ready(ctx, s.wdb, s.failures.Load()); err != nil {
 		return all(fmt.Errorf("%w: %w", errBatchUnprepared, err))
 	}
 	failed := func(err error) []batchOutcome {
