@@ -68,6 +68,13 @@ type DrainDecision struct {
 	Counts  DrainCounts  `json:"counts"`
 	// Blocking is the head of the blocking list, by session id (bounded).
 	Blocking []DrainBlocker `json:"blocking"`
+	// Unconfirmed lists the replicas that could not vouch that they keep
+	// no failed checkpoint write the store has not recorded: any of them
+	// blocks the completion, unless the operator overrode it.
+	Unconfirmed []UnconfirmedReplica `json:"unconfirmed_replicas,omitempty"`
+	// Overridden lists the unconfirmed replicas the operator (By) named to
+	// complete past: recorded here, and forgotten by the completion.
+	Overridden []UnconfirmedReplica `json:"overridden_replicas,omitempty"`
 }
 
 // BlockReason names one reason an active session blocks a drain.

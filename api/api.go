@@ -20,6 +20,7 @@ import (
 	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/writefail"
 )
 
 // Store is what the API needs of persistence.
@@ -27,6 +28,7 @@ type Store interface {
 	lease.Store
 	reconcile.Store
 	DrainStore
+	writefail.Store
 	FeedStore
 	LastReconcileReport(ctx context.Context) (json.RawMessage, error)
 	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
@@ -97,10 +99,14 @@ type Deps struct {
 	// Errors records failed checkpoint writes durably; it defaults to a
 	// recorder over Store.
 	Errors *errlog.Recorder
-	// MaxUnrecordedFailures bounds the failed checkpoint writes kept in
-	// memory while the store cannot record them (default 10 000); past it
-	// every active session blocks the running drain (docs/drain.md).
-	MaxUnrecordedFailures int
+	// Failures keeps the failed checkpoint writes the store could not
+	// record, and answers the drain gate's confirmation requests
+	// (writefail). serve gives the replica's journal; nil keeps one in
+	// memory only, for tests and embedding.
+	Failures *writefail.Journal
+	// DrainConfirmTimeout bounds how long a completion waits for every
+	// replica to confirm (default writefail.DefaultConfirmTimeout).
+	DrainConfirmTimeout time.Duration
 	// WatchStop, when closed, ends every GET /v1/watch stream: serve closes
 	// it as the server shuts down, which would otherwise wait for streams
 	// that never go idle.
@@ -118,9 +124,6 @@ type api struct {
 	Deps
 	log  *slog.Logger
 	gate drainGate
-	// unrecorded holds the failed checkpoint writes the store could not
-	// record yet (writefailures.go).
-	unrecorded unrecordedFailures
 	// hub reads the change feed once for every watcher (watch_hub.go).
 	hub                               *feedHub
 	watchStop                         <-chan struct{}
@@ -135,9 +138,12 @@ func New(d Deps) http.Handler {
 		d.MaxDocumentBytes = checkpointd.DefaultMaxDocumentBytes
 	}
 	a := &api{Deps: d, log: d.Logger}
-	a.unrecorded.max, a.unrecorded.wake = d.MaxUnrecordedFailures, make(chan struct{}, 1)
-	if a.unrecorded.max <= 0 {
-		a.unrecorded.max = DefaultMaxUnrecordedFailures
+	if a.Failures == nil {
+		j, err := writefail.Open("", d.Store, d.Logger, 0)
+		if err != nil {
+			panic(err) // a journal in memory opens no file
+		}
+		a.Failures = j
 	}
 	a.gate.ttl = d.DrainHeaderTTL
 	if a.gate.ttl == 0 {

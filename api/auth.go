@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/writefail"
 )
 
 type principalKey struct{}
@@ -38,10 +40,28 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			a.writeProblem(w, r, err)
 			return
 		}
-		a.unrecorded.wakeRetry() // the store answers: record what waits for it
+		a.Failures.Wake() // the store answers: record what waits for it
 		ctx := context.WithValue(r.Context(), principalKey{}, p)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenHashKey{}, hash)))
 	})
+}
+
+// noteUnauthenticatedWrite keeps a checkpoint write whose bearer token
+// could not be looked up because the store was unreachable: it is
+// authenticated when the failure is recorded (writefail).
+func (a *api) noteUnauthenticatedWrite(r *http.Request, tokenHash string) {
+	if r.Method != http.MethodPost {
+		return
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sessions/")
+	if !ok {
+		return
+	}
+	id, ok := strings.CutSuffix(rest, "/checkpoints")
+	if !ok || !checkpointd.ValidID(id) {
+		return
+	}
+	a.Failures.Note(r.Context(), writefail.Failure{SessionID: id, TokenHash: tokenHash, Code: "store_unavailable", At: time.Now()})
 }
 
 // require admits principals whose role grants at least role.

@@ -32,9 +32,9 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 		}
 	}()
 	// A failure of this session kept while the store was away is recorded
-	// before this write, which then clears it (writefailures.go); if it
-	// cannot be, it stays kept.
-	_ = a.recordUnrecorded(r.Context(), id)
+	// before this write, which then clears it; if it cannot be, it stays
+	// kept (writefail).
+	_ = a.Failures.Record(r.Context(), id)
 	raw, err = readBody(w, r, a.MaxDocumentBytes)
 	if err != nil {
 		return err
@@ -50,14 +50,14 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 	// document's own, over its pre-redaction canonical form.
 	return a.idempotent(w, r, a.sessionKeys(r, id), p.Digest,
 		func(idem *store.Idempotency) (any, error) {
-			noted := a.unrecorded.mark() // what this write may supersede
+			noted := a.Failures.Mark() // what this write may supersede
 			cp, err := a.Store.WriteCheckpoint(r.Context(), store.CheckpointWrite{
 				SessionID: id, Doc: p.Doc, Digest: p.Digest, Redactions: p.Redactions,
 				InScope: principal(r).InScope, Idempotency: idem,
 			})
 			if err == nil {
 				committed, redactions = true, cp.Redactions
-				a.unrecorded.forgetSession(id, noted) // superseded, as the write clears a recorded failure
+				a.Failures.Superseded(id, noted) // as the write clears a recorded failure
 			}
 			return cp, err
 		},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/writefail"
 )
 
 // DrainHeader is the response header that tells every API client a drain
@@ -27,13 +29,12 @@ const DrainHeader = "Checkpointd-Drain"
 type DrainStore interface {
 	StartDrain(ctx context.Context, reason, by string) (*checkpointd.Drain, bool, error)
 	CancelDrain(ctx context.Context, by string) (*checkpointd.Drain, error)
-	CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error)
+	CompleteDrain(ctx context.Context, c store.DrainCompletion) (*checkpointd.Drain, error)
 	NoteDrainBlocked(ctx context.Context, drainID string) (int, error)
 	DrainStatus(ctx context.Context, q store.DrainQuery) (*store.DrainStatus, error)
 	DrainUnverified(ctx context.Context, limit int) ([]string, error)
 	DrainGating(ctx context.Context) (bool, error)
 	RecordWriteFailure(ctx context.Context, f store.WriteFailure) (bool, error)
-	RecordLostWriteFailures(ctx context.Context, code string) (int64, error)
 }
 
 // Verifier re-checks sessions against the forge before the gate decides,
@@ -112,6 +113,9 @@ type drainStatusResponse struct {
 	// nothing can (checkpointd.NoEvidenceNotice).
 	Evidence checkpointd.EvidenceSources `json:"evidence"`
 	Notice   string                      `json:"notice,omitempty"`
+	// Replicas are the replicas a completion asks to confirm that they
+	// keep no unrecorded failed write (while a drain is open).
+	Replicas []checkpointd.Replica `json:"replicas"`
 }
 
 // getDrain answers the drain's state (reader): counts of active, ready and
@@ -122,15 +126,20 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.recordBeforeDeciding(r.Context()); err != nil {
+	release, err := a.hold(r.Context())
+	if err != nil {
 		return err
 	}
+	defer release()
 	st, err := a.Store.DrainStatus(r.Context(), store.DrainQuery{Limit: limit, After: c.ID, Scope: principal(r).ScopeFilter()})
 	if err != nil {
 		return err
 	}
 	resp := drainStatusResponse{Drain: scopedDrain(r, st.Drain), Draining: st.Drain != nil && st.Drain.Gating, Counts: st.Counts,
-		Blocking: a.withUnblock(st.Blocking), Evidence: a.Evidence}
+		Blocking: a.withUnblock(st.Blocking), Evidence: a.Evidence, Replicas: st.Replicas}
+	if resp.Replicas == nil {
+		resp.Replicas = []checkpointd.Replica{}
+	}
 	if a.Evidence.None() {
 		resp.Notice = checkpointd.NoEvidenceNotice
 	}
@@ -146,18 +155,42 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, resp)
 }
 
+// completeDrainRequest is the optional body of a completion.
+type completeDrainRequest struct {
+	// OverrideReplicas names replicas that did not confirm, to complete
+	// past them: the operator vouches that they hold no failed write.
+	OverrideReplicas []string `json:"override_replicas"`
+}
+
 // completeDrain asks the gate to complete the open drain (operator). First
 // the sessions blocked only because they are unverified are handed to the
 // Verifier (bounded in time; only while a drain runs, so a completion with
-// no drain answers 404 without asking the forge), then the store decides
-// in one transaction.
+// no drain answers 404 without asking the forge), then every replica is
+// asked to confirm it keeps no unrecorded failed write (bounded in time),
+// then the store decides in one transaction.
 // 200 with the completed drain when nothing blocks; 409 drain_blocked with
-// the counts and the blocking list otherwise; 503 when anything the
-// decision needs cannot be read: it fails closed, the drain stays running.
+// the counts, the blocking list and the unconfirmed replicas otherwise;
+// 503 when anything the decision needs cannot be read: it fails closed,
+// the drain stays running.
 func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 	limit, err := pageLimit(r)
 	if err != nil {
 		return err
+	}
+	var q completeDrainRequest
+	body, err := readBody(w, r, checkpointd.MaxRequestBytes)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeBody(body, &q); err != nil {
+			return err
+		}
+	}
+	for i, id := range q.OverrideReplicas {
+		if !strings.HasPrefix(id, checkpointd.PrefixReplica) || !checkpointd.ValidID(id) {
+			return checkpointd.Invalid(fmt.Sprintf("/override_replicas/%d", i), "a replica id (rep_…), as a blocked completion names it")
+		}
 	}
 	if a.Verifier != nil {
 		ids, err := a.Store.DrainUnverified(r.Context(), maxVerify)
@@ -168,7 +201,7 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 			a.verify(r.Context(), ids)
 		}
 	}
-	d, err := a.decide(r.Context(), principal(r).TokenID, limit)
+	d, err := a.decide(r.Context(), store.DrainCompletion{By: principal(r).TokenID, Limit: limit, Override: q.OverrideReplicas})
 	if err == nil && d.Decision == nil {
 		err = fmt.Errorf("%w: drain %s has no decision", checkpointd.ErrStoreUnavailable, d.ID)
 	}
@@ -180,11 +213,8 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.observeDecision(r.Context(), d)
 	if d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
-		c := d.Decision.Counts
-		a.writeProblem(w, r, &ProblemError{
-			Err:   fmt.Errorf("%w: %d of %d active sessions block the drain", checkpointd.ErrDrainBlocked, c.Blocking, c.Active),
-			Extra: a.blockedExtra(d),
-		})
+		a.writeProblem(w, r, &ProblemError{Err: fmt.Errorf("%w: %s", checkpointd.ErrDrainBlocked, blockedDetail(d.Decision)),
+			Extra: a.blockedExtra(d)})
 		// The operator has the whole answer now (it carries its length);
 		// the blocking sessions' logs are told after it.
 		_ = http.NewResponseController(w).Flush()
@@ -192,6 +222,19 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
+}
+
+// blockedDetail says in one line what blocks a decision.
+func blockedDetail(dec *checkpointd.DrainDecision) string {
+	c := dec.Counts
+	msg := fmt.Sprintf("%d of %d active sessions block the drain", c.Blocking, c.Active)
+	switch n := len(dec.Unconfirmed); {
+	case n == 1:
+		msg += "; " + dec.Unconfirmed[0].Detail
+	case n > 1:
+		msg += fmt.Sprintf("; %d replicas did not confirm that they keep no unrecorded failed checkpoint write (unconfirmed_replicas)", n)
+	}
+	return msg
 }
 
 // withUnblock adds to each blocking entry what unblocks it.
@@ -207,36 +250,45 @@ func (a *api) withUnblock(bs []checkpointd.DrainBlocker) []checkpointd.DrainBloc
 func (a *api) blockedExtra(d *checkpointd.Drain) map[string]any {
 	c := d.Decision.Counts
 	blocking := a.withUnblock(slices.Clone(d.Decision.Blocking))
+	unconfirmed := d.Decision.Unconfirmed
+	if unconfirmed == nil {
+		unconfirmed = []checkpointd.UnconfirmedReplica{}
+	}
 	extra := map[string]any{"drain_id": d.ID, "counts": c, "blocking": blocking,
-		"decided_at": d.Decision.At, "evidence": a.Evidence}
+		"decided_at": d.Decision.At, "evidence": a.Evidence, "unconfirmed_replicas": unconfirmed}
 	if a.Evidence.None() {
 		extra["notice"] = checkpointd.NoEvidenceNotice
 	}
 	return extra
 }
 
-// decide records the failed writes this replica keeps, then lets the
-// store decide, with no failure noted in between: one noted during the
-// verify is recorded (or the decision fails closed), one noted during the
-// decision waits for it and is answered after it (writefailures.go).
-func (a *api) decide(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
-	a.unrecorded.deciding.Lock()
-	defer a.unrecorded.deciding.Unlock()
-	if err := a.recordBeforeDeciding(ctx); err != nil {
+// decide records the failed writes this replica keeps, asks every replica
+// to confirm it keeps none, then lets the store decide, with no failure
+// noted on this replica in between: one noted meanwhile waits for the
+// decision and is answered after it (writefail).
+func (a *api) decide(ctx context.Context, c store.DrainCompletion) (*checkpointd.Drain, error) {
+	release, err := a.hold(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return a.Store.CompleteDrain(ctx, by, limit)
+	defer release()
+	if c.Request, err = a.Failures.AwaitConfirmations(ctx, a.DrainConfirmTimeout); err != nil {
+		return nil, err
+	}
+	return a.Store.CompleteDrain(ctx, c)
 }
 
-// recordBeforeDeciding records the failed checkpoint writes this replica
-// keeps because the store could not record them: no status or decision is
-// answered while one is unrecorded (the gate fails closed, 503).
-func (a *api) recordBeforeDeciding(ctx context.Context) error {
-	if err := a.recordUnrecorded(ctx, ""); err != nil {
-		return fmt.Errorf("%w: failed checkpoint writes kept while the store was away cannot be recorded: %w",
+// hold records the failed checkpoint writes this replica keeps because
+// the store could not record them, and holds new ones off until release:
+// no status or decision is answered while one is unrecorded (the gate
+// fails closed, 503).
+func (a *api) hold(ctx context.Context) (release func(), err error) {
+	release, err = a.Failures.Hold(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: failed checkpoint writes kept while the store was away cannot be recorded: %w",
 			checkpointd.ErrStoreUnavailable, err)
 	}
-	return nil
+	return release, nil
 }
 
 // noteBlocked records a blocked decision in the blocking sessions' logs
@@ -368,8 +420,8 @@ func (g *drainGate) set(v bool) {
 // record: a document is validated before the scope is checked, and a
 // token for other repos must not mark their sessions failed. It runs in
 // its own transaction, detached from the client's connection; when the
-// store cannot be read or written, the failure is kept in memory and
-// recorded once it is back (writefailures.go).
+// store cannot be read or written, the failure is kept in the replica's
+// journal and recorded once it is back (writefail).
 func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, cause error) {
 	p := problemFor(cause)
 	switch {
@@ -391,13 +443,13 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	if !checkpointd.ValidID(named.RunID) {
 		named.RunID = ""
 	}
-	keep := unrecordedFailure{sessionID: sessionID, runID: named.RunID, code: p.Code, principal: principal(r), at: time.Now()}
+	keep := writefail.Failure{SessionID: sessionID, RunID: named.RunID, Code: p.Code, Principal: principal(r), At: time.Now()}
 	sess, err := a.Store.GetSession(ctx, sessionID)
 	switch {
 	case errors.Is(err, checkpointd.ErrNotFound), errors.Is(err, checkpointd.ErrGone):
 		return // no such session: not its failure
 	case err != nil:
-		a.noteUnrecorded(ctx, keep) // the store is failing: recorded once it is back
+		a.Failures.Note(ctx, keep) // the store is failing: recorded once it is back
 		return
 	case !principal(r).InScope(sess.Repo):
 		return // not the caller's
@@ -410,7 +462,7 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	if err != nil {
 		a.log.ErrorContext(ctx, "drain: cannot record a failed checkpoint write", slog.String("session", sessionID),
 			slog.String("code", p.Code), slog.Any("err", err))
-		a.noteUnrecorded(ctx, keep)
+		a.Failures.Note(ctx, keep)
 		return
 	}
 	if recorded {

@@ -62,11 +62,11 @@ type decisionWindow struct {
 	during atomic.Pointer[func()]
 }
 
-func (d *decisionWindow) CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+func (d *decisionWindow) CompleteDrain(ctx context.Context, c store.DrainCompletion) (*checkpointd.Drain, error) {
 	if f := d.during.Swap(nil); f != nil {
 		(*f)()
 	}
-	return d.failingRecorder.CompleteDrain(ctx, by, limit)
+	return d.failingRecorder.CompleteDrain(ctx, c)
 }
 
 // TestDrainWriteFailureDuringDecision: a write whose failure is noted in

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,7 +194,9 @@ func TestDrainWriteFailureWhileStoreAway(t *testing.T) {
 		})
 
 		t.Run("too many to keep", func(t *testing.T) {
-			h, o := outageHarness(t, b, func(d *api.Deps) { d.MaxUnrecordedFailures = 2 })
+			h, o := outageHarness(t, b, func(d *api.Deps) {
+				d.Failures = replicaJournal(t, d.Store, filepath.Join(t.TempDir(), "journal"), 2)
+			})
 			a := h.agentSession("author", "acme/widgets", "author", "fix-12")
 			h.push(a, drainHeadA)
 			h.do("POST", "/v1/drain", h.operator, map[string]any{"reason": "deploy"}).expect(t, 201, "")

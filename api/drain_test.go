@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/checkpointd/checkpointd/api"
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/store/storetest"
+	"github.com/checkpointd/checkpointd/writefail"
 )
 
 const (
@@ -36,11 +38,52 @@ func newDrainHarness(t *testing.T, s *store.Store, st api.Store, set func(*api.D
 	if set != nil {
 		set(&d)
 	}
+	if d.Failures == nil {
+		d.Failures = replicaJournal(t, st, filepath.Join(t.TempDir(), "write-failures.journal"), 0)
+	}
 	h.handler = api.New(d)
 	h.operator = h.token(checkpointd.RoleOperator, nil)
 	h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})
 	h.reader = h.token(checkpointd.RoleReader, []string{"acme/widgets"})
 	return h
+}
+
+// replicaJournal opens the failed-write journal of a replica over st at
+// path, announces the replica and runs its worker until t ends, then
+// leaves, as serve does.
+func replicaJournal(t *testing.T, st writefail.Store, path string, max int) *writefail.Journal {
+	t.Helper()
+	j, err := writefail.Open(path, st, nil, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Announce(t.Context(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = j.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		lctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		if err := j.Leave(lctx); err != nil {
+			t.Logf("replica %s did not leave: %v", j.ID(), err)
+		}
+		j.Close()
+	})
+	return j
+}
+
+// unannounced is a journal kept in memory whose replica never announces
+// itself, for a harness whose store goes away for good.
+func unannounced(t *testing.T, st writefail.Store) *writefail.Journal {
+	j, err := writefail.Open("", st, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }
 
 // agentSession is a session as its agent knows it.
@@ -434,11 +477,11 @@ func (f failingStore) DrainUnverified(ctx context.Context, limit int) ([]string,
 	return f.Store.DrainUnverified(ctx, limit)
 }
 
-func (f failingStore) CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+func (f failingStore) CompleteDrain(ctx context.Context, c store.DrainCompletion) (*checkpointd.Drain, error) {
 	if f.fail["CompleteDrain"] {
 		return nil, errInjected
 	}
-	return f.Store.CompleteDrain(ctx, by, limit)
+	return f.Store.CompleteDrain(ctx, c)
 }
 
 // TestDrainFailsClosed: when anything the decision needs cannot be read —
@@ -482,7 +525,7 @@ func TestDrainFailsClosed(t *testing.T) {
 		})
 		t.Run("closed store", func(t *testing.T) {
 			s2 := storetest.OpenURL(t, url, checkpointd.SystemClock{})
-			h2 := newDrainHarness(t, s2, s2, nil)
+			h2 := newDrainHarness(t, s2, s2, func(d *api.Deps) { d.Failures = unannounced(t, s2) })
 			s2.Close()
 			h2.do("POST", "/v1/drain/complete", h2.operator, nil).expect(t, 503, "store_unavailable")
 			h2.do("GET", "/v1/drain", h2.operator, nil).expect(t, 503, "store_unavailable")
@@ -492,7 +535,7 @@ func TestDrainFailsClosed(t *testing.T) {
 			t.Run("server refuses", func(t *testing.T) {
 				p := storetest.NewProxy(t, url, "")
 				sp := storetest.OpenURL(t, p.URL, checkpointd.SystemClock{})
-				hp := newDrainHarness(t, sp, sp, nil)
+				hp := newDrainHarness(t, sp, sp, func(d *api.Deps) { d.Failures = unannounced(t, sp) })
 				hp.do("GET", "/v1/drain", hp.operator, nil).expect(t, 200, "")
 				p.Cut()
 				hp.do("POST", "/v1/drain/complete", hp.operator, nil).expect(t, 503, "store_unavailable")

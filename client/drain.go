@@ -43,6 +43,9 @@ type DrainStatus struct {
 	// nothing can (no session can become valid).
 	Evidence checkpointd.EvidenceSources `json:"evidence"`
 	Notice   string                      `json:"notice"`
+	// Replicas are the replicas a completion will ask to confirm that they
+	// keep no unrecorded failed write (while a drain is open).
+	Replicas []checkpointd.Replica `json:"replicas"`
 }
 
 // Status reads the drain's status with one page of its blocking list.
@@ -67,16 +70,31 @@ func (d *Drain) Blocking(ctx context.Context, opts ListOptions) iter.Seq2[checkp
 	})
 }
 
+// CompleteOptions shape a completion.
+type CompleteOptions struct {
+	// Limit bounds the blocking list of a blocked answer (0: the daemon's
+	// default).
+	Limit int
+	// OverrideReplicas names replicas that did not confirm, to complete
+	// past them (the operator vouches they hold no failed write; the
+	// decision records it).
+	OverrideReplicas []string
+}
+
 // Complete asks the gate to complete the drain (operator). While sessions
-// block it the answer is 409 drain_blocked: Error.Blocked has the counts
-// and the first limit blockers (0: the daemon's default). A store that
-// cannot be read is 503: the gate fails closed.
-func (d *Drain) Complete(ctx context.Context, limit int) (*checkpointd.Drain, error) {
+// or unconfirmed replicas block it the answer is 409 drain_blocked:
+// Error.Blocked has the counts, the first blockers and the replicas. A
+// store that cannot be read is 503: the gate fails closed.
+func (d *Drain) Complete(ctx context.Context, opts CompleteOptions) (*checkpointd.Drain, error) {
 	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
 	}
-	r, err := newRequest(http.MethodPost, "/v1/drain/complete", q, nil)
+	var body any
+	if len(opts.OverrideReplicas) > 0 {
+		body = map[string][]string{"override_replicas": opts.OverrideReplicas}
+	}
+	r, err := newRequest(http.MethodPost, "/v1/drain/complete", q, body)
 	if err != nil {
 		return nil, err
 	}

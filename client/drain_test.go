@@ -66,7 +66,7 @@ func TestDrain(t *testing.T) {
 			t.Errorf("blocking %v, want [%s]", blockers, s.Session.ID)
 		}
 
-		_, err = op.Drain().Complete(ctx, 10)
+		_, err = op.Drain().Complete(ctx, client.CompleteOptions{Limit: 10})
 		p = expectCode(t, err, http.StatusConflict, "drain_blocked")
 		bl := p.Blocked()
 		if bl == nil || bl.DrainID != dr.ID || bl.Counts.Blocking != 1 || len(bl.Blocking) != 1 ||
@@ -77,7 +77,7 @@ func TestDrain(t *testing.T) {
 		if _, err := agent.Checkpoints().Write(ctx, s.Session.ID, doc(s.Run, "testing"), nil); err != nil {
 			t.Fatal(err)
 		}
-		done, err := op.Drain().Complete(ctx, 0)
+		done, err := op.Drain().Complete(ctx, client.CompleteOptions{})
 		if err != nil || done.State != checkpointd.DrainCompleted {
 			t.Fatalf("complete: %v %+v", err, done)
 		}

@@ -132,13 +132,15 @@ func (e *Error) Holder() *LeaseHolder {
 	return &h
 }
 
-// DrainBlocked is what a 409 drain_blocked carries: the decision's counts
-// and the head of the blocking list (docs/drain.md).
+// DrainBlocked is what a 409 drain_blocked carries: the decision's counts,
+// the head of the blocking list and the replicas that did not confirm
+// (docs/drain.md).
 type DrainBlocked struct {
-	DrainID   string                     `json:"drain_id"`
-	Counts    checkpointd.DrainCounts    `json:"counts"`
-	Blocking  []checkpointd.DrainBlocker `json:"blocking"`
-	DecidedAt time.Time                  `json:"decided_at"`
+	DrainID     string                           `json:"drain_id"`
+	Counts      checkpointd.DrainCounts          `json:"counts"`
+	Blocking    []checkpointd.DrainBlocker       `json:"blocking"`
+	Unconfirmed []checkpointd.UnconfirmedReplica `json:"unconfirmed_replicas"`
+	DecidedAt   time.Time                        `json:"decided_at"`
 }
 
 // Blocked is the decision of a drain_blocked problem, or nil.

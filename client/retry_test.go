@@ -115,7 +115,7 @@ func TestNoRetryWithoutKey(t *testing.T) {
 				return c.Leases().Release(ctx, held.Items[0].ID, s.Run.ID)
 			}},
 			{"drain complete", http.MethodPost, "/v1/drain/complete", func(c *client.Client) error {
-				_, err := c.Drain().Complete(ctx, 0)
+				_, err := c.Drain().Complete(ctx, client.CompleteOptions{})
 				return err
 			}},
 		} {

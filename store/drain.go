@@ -323,6 +323,9 @@ type DrainStatus struct {
 	// Counts and Blocking are set only while a drain is open.
 	Counts   *checkpointd.DrainCounts
 	Blocking []checkpointd.DrainBlocker
+	// Replicas are the registered replicas while a drain is open: what a
+	// completion will ask to confirm.
+	Replicas []checkpointd.Replica
 }
 
 // DrainStatus reads the open drain, its counts and a page of the sessions
@@ -391,6 +394,11 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 	for i := range rows {
 		st.Blocking = append(st.Blocking, rows[i].blocker(st.Drain.StartedAt, s.now(), s.liveness()))
 	}
+	var reps []replicaRow
+	if err := tx.SelectContext(ctx, &reps, `SELECT `+replicaColumns+` FROM replicas ORDER BY id`); err != nil {
+		return nil, err
+	}
+	st.Replicas = replicasOf(reps)
 	return st, nil
 }
 

@@ -234,7 +234,7 @@ func BenchmarkDrain(b *testing.B) {
 }
 
 func completeBlocked(b *testing.B, s *store.Store, wantBlocking int64) {
-	d, err := s.CompleteDrain(b.Context(), "bench", 50)
+	d, err := s.CompleteDrain(b.Context(), store.DrainCompletion{By: "bench", Limit: 50})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func BenchmarkDrainCompletion(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
-			d, err := s.CompleteDrain(b.Context(), "bench", 50)
+			d, err := s.CompleteDrain(b.Context(), store.DrainCompletion{By: "bench", Limit: 50})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -17,10 +18,25 @@ import (
 // index read and locking every active row; the decision is taken again.
 var errDrainRaced = fmt.Errorf("%w: sessions kept changing while the drain was being completed; try again", checkpointd.ErrStoreUnavailable)
 
+// DrainCompletion is a request to complete the open drain.
+type DrainCompletion struct {
+	// By is the token that asks.
+	By string
+	// Limit bounds the blocking list of a blocked decision.
+	Limit int
+	// Request is the confirmation request (RequestConfirmations) every
+	// registered replica must have answered: one that did not blocks.
+	Request int64
+	// Override names unconfirmed replicas the operator completes past:
+	// recorded in the decision, and forgotten by a completion.
+	Override []string
+}
+
 // CompleteDrain asks the gate to complete the open drain. It answers the
 // drain with the decision taken: completed when no active session blocks it
-// (the drain is then completed), blocked otherwise, with the counts and the
-// first limit blocking sessions by id. Either way the decision is stored on
+// and every registered replica answered c.Request or was overridden (the
+// drain is then completed), blocked otherwise, with the counts, the first
+// c.Limit blocking sessions by id and the unconfirmed replicas. Either way the decision is stored on
 // the drain. A completion is recorded in every active session's log in the
 // same transaction; a blocked decision is recorded in every active
 // session's log by NoteDrainBlocked, which the caller runs after it
@@ -29,13 +45,13 @@ var errDrainRaced = fmt.Errorf("%w: sessions kept changing while the drain was b
 // completed drain is answered as it is.
 // Errors: ErrNotFound (no open drain), ErrStoreUnavailable: no decision is
 // taken from state that could not be read.
-func (s *Store) CompleteDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+func (s *Store) CompleteDrain(ctx context.Context, c DrainCompletion) (*checkpointd.Drain, error) {
 	raced, marked := 0, 0
 	for {
 		if err := s.settled(ctx); err != nil {
 			return nil, err
 		}
-		d, err := s.decideDrain(ctx, by, limit)
+		d, err := s.decideDrain(ctx, c)
 		var unreadable *unreadableError
 		switch {
 		case errors.As(err, &unreadable) && marked < 3:
@@ -53,7 +69,7 @@ func (s *Store) CompleteDrain(ctx context.Context, by string, limit int) (*check
 	}
 }
 
-func (s *Store) decideDrain(ctx context.Context, by string, limit int) (*checkpointd.Drain, error) {
+func (s *Store) decideDrain(ctx context.Context, c DrainCompletion) (*checkpointd.Drain, error) {
 	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	var out *checkpointd.Drain
@@ -82,18 +98,29 @@ WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
 			return err
 		}
 		start := fromMicros(row.StartedAt)
-		dec := checkpointd.DrainDecision{At: now, By: by, Blocking: []checkpointd.DrainBlocker{}}
+		dec := checkpointd.DrainDecision{At: now, By: c.By, Blocking: []checkpointd.DrainBlocker{}}
 		counts, err := s.countDrain(ctx, tx)
 		if err != nil {
 			return err
 		}
-		if counts.Blocking > 0 {
+		unconfirmed, err := unconfirmedReplicas(ctx, tx, c.Request)
+		if err != nil {
+			return err
+		}
+		for _, u := range unconfirmed {
+			if slices.Contains(c.Override, u.ID) {
+				dec.Overridden = append(dec.Overridden, u)
+			} else {
+				dec.Unconfirmed = append(dec.Unconfirmed, u)
+			}
+		}
+		if counts.Blocking > 0 || len(dec.Unconfirmed) > 0 {
 			// The blocking sessions' logs are told afterwards
 			// (NoteDrainBlocked): the decision does not wait on 5k events.
 			dec.Outcome, dec.Counts = checkpointd.DrainOutcomeBlocked, counts
 			var head []blockerRow
 			if err := tx.SelectContext(ctx, &head, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.blocking()+` WHERE `+blockingWhere+`
-ORDER BY id LIMIT ?`), limit); err != nil {
+ORDER BY id LIMIT ?`), c.Limit); err != nil {
 				return err
 			}
 			for i := range head {
@@ -112,9 +139,12 @@ ORDER BY id LIMIT ?`), limit); err != nil {
 			if pending, err := unsettledBound(ctx, tx); err != nil || pending {
 				return cmp.Or(err, errDrainRaced)
 			}
+			if err := forgetReplicas(ctx, tx, dec.Overridden); err != nil {
+				return err
+			}
 			dec.Counts = checkpointd.DrainCounts{Active: n, Ready: n}
 			dec.Outcome = checkpointd.DrainOutcomeCompleted
-			row.State, row.EndedAt, row.EndedBy = string(checkpointd.DrainCompleted), sql.NullInt64{Int64: micros(now), Valid: true}, by
+			row.State, row.EndedAt, row.EndedBy = string(checkpointd.DrainCompleted), sql.NullInt64{Int64: micros(now), Valid: true}, c.By
 		}
 		decJSON, err := jsonMarshal(dec)
 		if err != nil {
@@ -203,4 +233,15 @@ RETURNING id, event_seq, drain_ready, validity, checkpoint_seq`, ids); err != ni
 		}
 		n += int64(len(rows))
 	}
+}
+
+// forgetReplicas drops the replicas a completion was told to pass: the
+// operator vouched for them, and one that is alive announces itself again.
+func forgetReplicas(ctx context.Context, tx *sqlx.Tx, rs []checkpointd.UnconfirmedReplica) error {
+	for _, r := range rs {
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`DELETE FROM replicas WHERE id = ?`), r.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }

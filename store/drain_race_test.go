@@ -165,7 +165,7 @@ func startWriteComplete(ctx context.Context, s *store.Store, sessions ...*checkp
 			return err
 		}
 	}
-	_, err := s.CompleteDrain(ctx, "tok_op", 10)
+	_, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "tok_op", Limit: 10})
 	return err
 }
 

@@ -68,7 +68,7 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 			}
 		}
 
-		d, err := s.CompleteDrain(ctx, "tok_op", 10)
+		d, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "tok_op", Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

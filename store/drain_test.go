@@ -381,7 +381,7 @@ func cmpString(a, b string) int {
 
 func complete(t *testing.T, s *store.Store, limit int) *checkpointd.Drain {
 	t.Helper()
-	d, err := s.CompleteDrain(t.Context(), "tok_test", limit)
+	d, err := s.CompleteDrain(t.Context(), store.DrainCompletion{By: "tok_test", Limit: limit})
 	if err != nil {
 		t.Fatalf("CompleteDrain: %v", err)
 	}
@@ -404,7 +404,7 @@ func TestDrainLifecycle(t *testing.T) {
 		if _, err := s.CancelDrain(ctx, "tok"); !errors.Is(err, checkpointd.ErrNotFound) {
 			t.Errorf("CancelDrain without a drain: %v, want ErrNotFound", err)
 		}
-		if _, err := s.CompleteDrain(ctx, "tok", 10); !errors.Is(err, checkpointd.ErrNotFound) {
+		if _, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "tok", Limit: 10}); !errors.Is(err, checkpointd.ErrNotFound) {
 			t.Errorf("CompleteDrain without a drain: %v, want ErrNotFound", err)
 		}
 		if st := drainStatus(t, s, store.DrainQuery{}); st.Drain != nil || st.Counts != nil {
@@ -542,7 +542,7 @@ func TestDrainFailsClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		if _, err := s.CompleteDrain(ctx, "tok", 10); !errors.Is(err, checkpointd.ErrStoreUnavailable) {
+		if _, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "tok", Limit: 10}); !errors.Is(err, checkpointd.ErrStoreUnavailable) {
 			t.Errorf("CompleteDrain on a closed store: %v", err)
 		}
 		if _, err := s.DrainStatus(ctx, store.DrainQuery{Limit: 10}); !errors.Is(err, checkpointd.ErrStoreUnavailable) {
@@ -837,7 +837,7 @@ func TestDrainCompletionRace(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			d, err := s.CompleteDrain(ctx, "tok", 10)
+			d, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "tok", Limit: 10})
 			done <- result{d, err}
 		}()
 		time.Sleep(300 * time.Millisecond)

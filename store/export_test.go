@@ -143,7 +143,7 @@ func ReadyProbes(s *Store) int64 { return s.ready.probes.Load() }
 // DecideDrain is one drain decision alone, without the reads CompleteDrain
 // brings up to date before it.
 func DecideDrain(ctx context.Context, s *Store, by string, limit int) (*checkpointd.Drain, error) {
-	return s.decideDrain(ctx, by, limit)
+	return s.decideDrain(ctx, DrainCompletion{By: by, Limit: limit})
 }
 
 // PauseAfterDrainCheck makes pause run inside every session or run

@@ -114,7 +114,7 @@ func TestValidityReadsReflectTime(t *testing.T) {
 			}
 		}},
 		{"drain decision", func(t *testing.T, e *expiring) {
-			d, err := e.s.CompleteDrain(t.Context(), "tok_test", 10)
+			d, err := e.s.CompleteDrain(t.Context(), store.DrainCompletion{By: "tok_test", Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}

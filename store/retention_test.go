@@ -81,7 +81,7 @@ func TestRetentionCheckpoints(t *testing.T) {
 			if _, _, err := s.StartDrain(ctx, "retention test", "op"); err != nil {
 				t.Fatal(err)
 			}
-			d, err := s.CompleteDrain(ctx, "op", 10)
+			d, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "op", Limit: 10})
 			if err != nil || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
 				t.Fatalf("CompleteDrain: %+v %v", d, err)
 			}

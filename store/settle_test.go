@@ -212,7 +212,7 @@ func TestDrainCompletionSettlesFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		pushTo(t, s, "d1", headA, headB, map[string]int{"stale": 1})
-		d, err := s.CompleteDrain(ctx, "ops", 10)
+		d, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "ops", Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestDrainCompletionSettlesFirst(t *testing.T) {
 		if cp, err := write(ctx, s, sess.ID, next); err != nil || cp.Validity != checkpointd.ValidityValid {
 			t.Fatalf("checkpoint at the new head: %v, %v", cp, err)
 		}
-		if d, err := s.CompleteDrain(ctx, "ops", 10); err != nil || d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
+		if d, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "ops", Limit: 10}); err != nil || d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
 			t.Fatalf("decision %+v, %v: want completed", d, err)
 		}
 	})
@@ -245,7 +245,7 @@ func TestSettleStoreDown(t *testing.T) {
 		if _, err := s.GetSession(ctx, sess.ID); !isUnavailable(err) {
 			t.Fatalf("GetSession on a closed store: %v", err)
 		}
-		if _, err := s.CompleteDrain(ctx, "ops", 10); !isUnavailable(err) {
+		if _, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "ops", Limit: 10}); !isUnavailable(err) {
 			t.Fatalf("CompleteDrain on a closed store: %v", err)
 		}
 	})
@@ -468,7 +468,7 @@ func TestDrainDecisionSeesAPushBetweenSettleAndDecision(t *testing.T) {
 	var d *checkpointd.Drain
 	go func() { // settles (nothing pending), then waits for the drain's row
 		var err error
-		d, err = s.CompleteDrain(ctx, "ops", 10)
+		d, err = s.CompleteDrain(ctx, store.DrainCompletion{By: "ops", Limit: 10})
 		decided <- err
 	}()
 	time.Sleep(300 * time.Millisecond)

@@ -129,7 +129,7 @@ func TestClearSession(t *testing.T) {
 		if st := drainStatus(t, s, store.DrainQuery{}); st.Counts.Blocking != 0 || st.Counts.Active != 1 {
 			t.Errorf("drain after the clear: %+v", st.Counts)
 		}
-		if dd, err := s.CompleteDrain(ctx, "op", 10); err != nil || dd.State != checkpointd.DrainCompleted {
+		if dd, err := s.CompleteDrain(ctx, store.DrainCompletion{By: "op", Limit: 10}); err != nil || dd.State != checkpointd.DrainCompleted {
 			t.Errorf("complete after the clear: %+v %v", dd, err)
 		}
 		if _, err := s.CancelDrain(ctx, "op"); err != nil {

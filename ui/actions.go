@@ -89,7 +89,7 @@ func (c *console) startDrain(r *http.Request, s *consoleSession) (string, error)
 }
 
 func (c *console) completeDrain(r *http.Request, s *consoleSession) (string, error) {
-	_, err := c.api(s).Drain().Complete(r.Context(), 0)
+	_, err := c.api(s).Drain().Complete(r.Context(), client.CompleteOptions{})
 	if p, ok := asProblem(err); ok && p.Code == "drain_blocked" {
 		return "/ui/drain", nil // the page lists what blocks
 	}

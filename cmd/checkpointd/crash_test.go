@@ -19,15 +19,33 @@ import (
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
-// buildBinary compiles cmd/checkpointd into a directory that lives as long
-// as t.
+// buildBinary compiles cmd/checkpointd once for the whole test binary;
+// TestMain removes it.
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	built.once.Do(func() { built.path, built.err = compileDaemon() })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func compileDaemon() (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	bin := filepath.Join(t.TempDir(), "checkpointd")
+	dir, err := os.MkdirTemp("", "checkpointd-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "checkpointd")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -35,9 +53,17 @@ func buildBinary(t *testing.T) string {
 	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/checkpointd")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.path != "" {
+		os.RemoveAll(filepath.Dir(built.path))
+	}
+	os.Exit(code)
 }
 
 func moduleRoot() (string, error) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -102,15 +103,21 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 			{
 				Name:  "complete",
 				Usage: "complete the drain if nothing blocks it (POST /v1/drain/complete); lists what blocks it otherwise and fails",
-				Flags: withJSON(limit),
+				Flags: withJSON(limit, &cli.StringSliceFlag{Name: "override-replica",
+					Usage: "complete past this replica although it did not confirm it keeps no unrecorded failed write (repeatable; you vouch for it, and the decision records it)"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
 					cl, err := newOperatorClient(c)
 					if err != nil {
 						return err
 					}
+					override := c.StringSlice("override-replica")
 					if c.Bool("json") {
+						var body any
+						if len(override) > 0 {
+							body = map[string][]string{"override_replicas": override}
+						}
 						var raw json.RawMessage
-						err := cl.Do(ctx, http.MethodPost, "/v1/drain/complete", limitQuery(c.Int("limit")), nil, &raw)
+						err := cl.Do(ctx, http.MethodPost, "/v1/drain/complete", limitQuery(c.Int("limit")), body, &raw)
 						var pe *client.Error
 						switch {
 						case err == nil:
@@ -123,12 +130,13 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 						}
 						return fmt.Errorf("%s; the drain was not completed", apiError("drain complete", err))
 					}
-					d, err := cl.Drain().Complete(ctx, c.Int("limit"))
+					d, err := cl.Drain().Complete(ctx, client.CompleteOptions{Limit: c.Int("limit"), OverrideReplicas: override})
 					if err != nil {
 						var pe *client.Error
 						if errors.As(err, &pe) && pe.Blocked() != nil {
 							b := pe.Blocked()
 							printBlocking(stdout, b.Blocking, b.Counts.Blocking)
+							printUnconfirmed(stdout, b.Unconfirmed)
 							var notice string
 							if pe.Member("notice", &notice) && notice != "" {
 								fmt.Fprintln(stdout, "note: "+notice)
@@ -142,6 +150,11 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 						n = d.Decision.Counts.Active
 					}
 					fmt.Fprintf(stdout, "drain %s completed: all %d active sessions hold a fresh, complete, valid checkpoint\n", d.ID, n)
+					if d.Decision != nil {
+						for _, o := range d.Decision.Overridden {
+							fmt.Fprintf(stdout, "overridden, as you vouched: replica %s (host %s, pid %d, %s)\n", o.ID, o.Host, o.PID, o.Reason)
+						}
+					}
 					fmt.Fprintln(stdout, "safe to stop the daemon; new sessions stay refused until it restarts (or: checkpointd drain cancel)")
 					return nil
 				},
@@ -178,10 +191,28 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 	}
 }
 
-// blockedError is the failure of a complete that sessions block.
+// blockedError is the failure of a complete that sessions or replicas
+// block.
 func blockedError(b *client.DrainBlocked) error {
+	if b.Counts.Blocking == 0 && len(b.Unconfirmed) > 0 {
+		return fmt.Errorf("drain blocked: %d replicas did not confirm that they keep no unrecorded failed checkpoint write; nothing was completed (start each again on its data directory, or, if it is gone for good, complete with --override-replica ID)",
+			len(b.Unconfirmed))
+	}
 	return fmt.Errorf("drain blocked: %d of %d active sessions block it; nothing was completed (what unblocks each is listed above; follow with: checkpointd drain status --wait)",
 		b.Counts.Blocking, b.Counts.Active)
+}
+
+// printUnconfirmed lists the replicas a completion could not hear from.
+func printUnconfirmed(w io.Writer, us []checkpointd.UnconfirmedReplica) {
+	if len(us) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPLICA\tHOST\tPID\tLAST HEARD\tPENDING\tREASON")
+	for _, u := range us {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", u.ID, u.Host, u.PID, u.HeardAt.Local().Format(time.DateTime), u.Pending, u.Reason)
+	}
+	tw.Flush()
 }
 
 // doJSON sends one request and prints the daemon's answer as sent.

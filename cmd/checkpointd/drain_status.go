@@ -112,6 +112,19 @@ func printDrainStatus(w io.Writer, st *drainStatus, now time.Time) {
 		fmt.Fprintf(w, "%s  ready %d/%d  blocking %d\n", progressBar(c, 24), c.Ready, c.Active, c.Blocking)
 		printBlocking(w, st.Blocking, c.Blocking)
 	}
+	if len(st.Replicas) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REPLICA\tHOST\tPID\tVERSION\tLAST HEARD\tPENDING")
+		for _, r := range st.Replicas {
+			pending := fmt.Sprint(r.Pending)
+			if r.Unknown != "" {
+				pending = string(r.Unknown)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s ago\t%s\n", r.ID, r.Host, r.PID, r.Version,
+				now.Sub(r.HeardAt).Round(time.Second), pending)
+		}
+		tw.Flush()
+	}
 	if st.Notice != "" {
 		fmt.Fprintln(w, "note: "+st.Notice)
 	}

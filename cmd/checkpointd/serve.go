@@ -27,6 +27,7 @@ import (
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/ui"
 	"github.com/checkpointd/checkpointd/webhook"
+	"github.com/checkpointd/checkpointd/writefail"
 )
 
 func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []cli.Flag, getenv func(string) string) *cli.Command {
@@ -57,6 +58,10 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "a run not heard from for this long reads as unresponsive (reported, never acted on)"},
 		&cli.IntFlag{Name: "errors-keep", Value: store.DefaultErrorsKeep, Sources: from("CHECKPOINTD_ERRORS_KEEP"),
 			Usage: "durable errors kept per source (checkpoint_write, reconcile, webhook); older ones are trimmed"},
+		&cli.StringFlag{Name: "write-failure-journal", Sources: from("CHECKPOINTD_WRITE_FAILURE_JOURNAL"),
+			Usage: "this replica's journal of failed checkpoint writes the store could not record (default <data-dir>/write-failures.journal); one per replica"},
+		&cli.DurationFlag{Name: "drain-confirm-timeout", Value: writefail.DefaultConfirmTimeout, Sources: from("CHECKPOINTD_DRAIN_CONFIRM_TIMEOUT"),
+			Usage: "how long a drain completion waits for every replica to confirm it keeps no unrecorded failed write"},
 	}
 	flags = append(flags, reconcileServeFlags(from)...)
 	flags = append(flags, retentionServeFlags(from)...)
@@ -141,6 +146,21 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	if err := bootstrapOperator(ctx, s, dataDir, log); err != nil {
 		return err
 	}
+	// The failed writes this replica could not record before it stopped
+	// are replayed now; the replica announces itself before it serves, so
+	// every completion from here on asks it (DESIGN §9).
+	journalPath := c.String("write-failure-journal")
+	if journalPath == "" {
+		journalPath = filepath.Join(dataDir, "write-failures.journal")
+	}
+	journal, err := writefail.Open(journalPath, s, log, 0)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	defer journal.Close()
+	if err := journal.Announce(ctx, version()); err != nil {
+		return fmt.Errorf("cannot announce this replica: %w", err)
+	}
 	wf, reconciler, retention, retentionEvery := cfg.workflow, cfg.reconciler, cfg.retention, cfg.retentionEvery
 	reconciler.Store = s
 	reconciler.Metrics, reconciler.Errors = m, errs
@@ -197,6 +217,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		Evidence: checkpointd.EvidenceSources{Webhooks: len(verifier.Secrets) > 0 || verifier.AllowUnsigned,
 			Forge: reconciler.Forge != nil},
 		WatchStop: watchStop, WatchBacklog: watchBacklog(retention.EventAge),
+		Failures: journal, DrainConfirmTimeout: c.Duration("drain-confirm-timeout"),
 	}
 	// The drain gauges mirror the store at every scrape: another replica
 	// may have started or ended the drain, and a restart keeps a running
@@ -270,6 +291,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	var workers errgroup.Group
 	workers.Go(func() error { return s.RunExclusive(gctx, workLeaseExpiry, leases.Run) })
 	workers.Go(func() error { return s.RunSettle(gctx) })
+	workers.Go(func() error { return journal.Run(gctx) })
 	workers.Go(func() error { return s.RunExclusive(gctx, workRunLiveness, s.RunUnresponsive) })
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
@@ -307,6 +329,12 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		case <-workersDone:
 		case <-sctx.Done():
 			log.Warn("background workers did not stop within the shutdown timeout")
+		}
+		// Nothing is noted any more: record what is kept and leave, or stay
+		// registered so that completions wait for the next start.
+		if lerr := journal.Leave(sctx); lerr != nil {
+			log.Error("drain: this replica stays registered; every drain completion is refused until it starts again on its journal, or an operator overrides it",
+				slog.String("replica", journal.ID()), slog.Any("err", lerr))
 		}
 		return err
 	})
