@@ -16,6 +16,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/checkpointd/checkpointd/redact"
 )
 
 // CheckpointSchemaJSON is the JSON Schema (draft 2020-12) of checkpoint
@@ -333,17 +335,36 @@ func nextPointerToken(p string) (tok, rest string) {
 	return p, ""
 }
 
-// jsonPointer formats reference tokens as a JSON pointer (RFC 6901).
+// jsonPointer formats reference tokens as a JSON pointer (RFC 6901). A
+// token is a member name the client chose, which may hold a secret (a URL
+// with a password): it is redacted before it is escaped, since escaping
+// ("//" as "~1~1") hides it from the redactor.
 func jsonPointer(tokens ...string) string {
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
-		if strings.ContainsAny(t, "~/") {
-			t = strings.NewReplacer("~", "~0", "/", "~1").Replace(t)
-		}
-		b.WriteString(t)
+		b.WriteString(EscapePointerToken(RedactName(t)))
 	}
 	return b.String()
+}
+
+// EscapePointerToken escapes one reference token of a JSON pointer.
+func EscapePointerToken(t string) string {
+	if strings.ContainsAny(t, "~/") {
+		t = strings.NewReplacer("~", "~0", "/", "~1").Replace(t)
+	}
+	return t
+}
+
+// RedactName is a member name or other identifier from a client as it may
+// be echoed, logged or stored: valid UTF-8, redacted. One the redactor
+// cannot read is not shown at all.
+func RedactName(s string) string {
+	red, _, err := redact.String(strings.ToValidUTF8(s, "\uFFFD"))
+	if err != nil {
+		return "[REDACTED:unreadable]"
+	}
+	return red
 }
 
 // outOfRangeNumbers reports numbers no field of schema v1 could accept and

@@ -1021,3 +1021,57 @@ func TestDigestCoversSecretsStoredBodiesEqual(t *testing.T) {
 		}
 	})
 }
+
+// TestSecretInMemberNameNeverKept: a secret inside a member name — an
+// unknown key shaped like a URL with a password, which a JSON pointer
+// escapes ("//" as "~1~1") — is redacted before it is escaped: the 422's
+// detail and problems, the durable error record (GET /v1/errors, the
+// database's bytes) and the log never carry it.
+func TestSecretInMemberNameNeverKept(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h, logs, url := loggedHarness(t, b)
+		id, run, tok := h.newSession()
+		h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok)).expect(t, 201, "")
+		passwords := map[string]string{
+			"https://deploy:Tr0ub4dor-and-3@git.example.com/x": "Tr0ub4dor-and-3",
+			"postgres://app:c0rrect-horse-b4ttery@db/x":        "c0rrect-horse-b4ttery",
+		}
+		for key, pw := range passwords {
+			for _, where := range []string{"top", "nested"} {
+				doc := checkpointDoc(run, tok, func(d map[string]any) {
+					if where == "top" {
+						d[key] = 1
+					} else {
+						d["recovery"] = map[string]any{"instructions": "x", key: "y"}
+					}
+				})
+				r := h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, doc).expect(t, 422, "invalid_checkpoint")
+				if bytes.Contains(r.raw, []byte(pw)) {
+					t.Errorf("%s member: the 422 echoes the password: %s", where, r.raw)
+				}
+				if !bytes.Contains(r.raw, []byte("REDACTED")) {
+					t.Errorf("%s member: the 422 does not say where the unknown field was: %s", where, r.raw)
+				}
+			}
+			sr := h.do("POST", "/v1/sessions", h.agent, map[string]any{"repo": "acme/widgets", "role": "author", key: 1}).expect(t, 422, "invalid_request")
+			if bytes.Contains(sr.raw, []byte(pw)) {
+				t.Errorf("session create: the 422 echoes the password: %s", sr.raw)
+			}
+		}
+		errs := h.do("GET", "/v1/errors", h.operator, nil).expect(t, 200, "")
+		if len(errs.get("items").([]any)) == 0 {
+			t.Fatal("no durable error was recorded: the test proves nothing")
+		}
+		for _, pw := range passwords {
+			if bytes.Contains(errs.raw, []byte(pw)) {
+				t.Errorf("GET /v1/errors shows the password: %s", errs.raw)
+			}
+			if bytes.Contains(rawDatabase(t, b, url), []byte(pw)) {
+				t.Errorf("the database holds the password")
+			}
+			if bytes.Contains(logs.Bytes(), []byte(pw)) {
+				t.Errorf("the log holds the password")
+			}
+		}
+	})
+}

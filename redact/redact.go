@@ -151,7 +151,13 @@ func (t *treeRedactor) fail(msg string) error {
 	for _, e := range t.path {
 		p := fmt.Sprint(e.index)
 		if e.isKey {
+			// Redacted before it is escaped: "//" as "~1~1" hides a URL.
 			p = strings.ToValidUTF8(e.key, "\uFFFD")
+			if red, _, err := String(p); err == nil {
+				p = red
+			} else {
+				p = "[REDACTED:unreadable]"
+			}
 		}
 		b.WriteByte('/')
 		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
