@@ -100,6 +100,9 @@ func (s *Store) FeedWakeups(ctx context.Context) (<-chan struct{}, error) {
 		if ev == pq.ListenerEventReconnected {
 			signal(c) // what was written while disconnected
 		}
+		if ev == pq.ListenerEventDisconnected {
+			s.connectionsLost()
+		}
 		if err != nil {
 			s.log.Warn("feed listener", "event", int(ev), "error", err.Error())
 		}

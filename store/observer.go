@@ -118,6 +118,11 @@ func (s *Store) flush(n *notes) {
 	n.reset()
 }
 
+// connectionsLost notes that the database ended a connection of this
+// store's (a listener's): others were likely ended with it, so a batch
+// connection is checked before its next call (writebatch.go).
+func (s *Store) connectionsLost() { s.failures.Add(1) }
+
 // failed counts a database failure of class op, and a failed write makes
 // the store not ready (ready.go). A caller that went away (context
 // canceled) is not the database failing.

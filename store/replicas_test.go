@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/store"
@@ -321,6 +322,48 @@ func TestWriteAfterServerEndedConnections(t *testing.T) {
 			t.Fatalf("checkpoint %d after the server ended the pool's connections: %v", i, err)
 		}
 	}
+}
+
+// TestCheckpointWriteAfterBackendsEndedQuietly: the server ends the
+// store's connections while it is idle and the store meets no failure of
+// its own (a replica that served nothing during an outage). Its next
+// checkpoint writes must land: the listener that lost its connection
+// tells the batch connection to check itself, and so does an idle second
+// (first, before any listener runs).
+func TestCheckpointWriteAfterBackendsEndedQuietly(t *testing.T) {
+	db := storetest.NewDatabase(t)
+	s := storetest.OpenURL(t, db.URL, checkpointd.SystemClock{})
+	ctx := t.Context()
+	sess := drainSession(t, s, "acme/widgets", "author", "fix-q")
+	write := func(i int) error {
+		_, err := s.WriteCheckpoint(ctx, store.CheckpointWrite{SessionID: sess.ID, Doc: drainDoc(sess, head(i))})
+		return err
+	}
+	t.Run("an idle connection is checked", func(t *testing.T) {
+		if err := write(10); err != nil {
+			t.Fatal(err)
+		}
+		db.Refuse()
+		db.Allow()
+		time.Sleep(1100 * time.Millisecond) // past batchConnIdle, no listener yet
+		if err := write(11); err != nil {
+			t.Fatalf("checkpoint after an idle second: %v", err)
+		}
+	})
+	t.Run("the listener hears it", func(t *testing.T) {
+		newCachedToken(t, s, "listener") // starts the revocation listener
+		if err := write(0); err != nil {
+			t.Fatal(err)
+		}
+		db.Refuse()
+		waitFor(t, "the listener hears its connection end", func() bool { return !store.TokenCacheListening(s) })
+		db.Allow()
+		for i := 1; i <= 3; i++ {
+			if err := write(i); err != nil {
+				t.Fatalf("checkpoint %d right after the server ended the store's connections: %v", i, err)
+			}
+		}
+	})
 }
 
 // head is a distinct 40-hex head for i.

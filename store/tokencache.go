@@ -138,6 +138,7 @@ func (s *Store) startTokenListener() {
 				c.set(func(c *tokenCache) { c.connected = true })
 			case pq.ListenerEventDisconnected:
 				c.set(func(c *tokenCache) { c.connected = false })
+				s.connectionsLost()
 				s.log.Warn("store: the token revocation listener lost its connection; authenticating without the cache until it is back", "err", err)
 			case pq.ListenerEventConnectionAttemptFailed:
 				c.set(func(c *tokenCache) { c.connected = false })

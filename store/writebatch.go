@@ -411,11 +411,15 @@ type batchConn struct {
 }
 
 // batchConnIdle is how long a runner's connection may sit unused before a
-// call checks it first: one the database or the network dropped meanwhile
-// is replaced before anything is sent on it. So is one used before the
-// store met a failure since (an outage, a restart, an operator ending
-// backends: its connection is likely dead too).
-const batchConnIdle = 10 * time.Second
+// call checks it first (a round trip): one the database or the network
+// dropped meanwhile is replaced before anything is sent on it. So is one
+// used before the store met a failure or lost a listener's connection
+// since (an outage, a restart, an operator ending backends: its
+// connection is likely dead too). Under load a runner's calls follow each
+// other closer than this and pay nothing; at an agent fleet's usual pace a
+// write pays one round trip, and never a 503 for a connection that died
+// while it sat idle.
+const batchConnIdle = time.Second
 
 // ready makes sure c has a live connection with the call prepared. Nothing
 // of a call is sent before it returns nil. failures is the store's failure

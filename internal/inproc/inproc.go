@@ -70,9 +70,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
+		// The caller's own error where its context ended: the deadline
+		// and the AfterFunc race, and a deadline must read as a timeout.
+		err := req.Context().Err()
+		if err == nil {
+			err = ctx.Err()
+		}
 		cancel()
-		pr.CloseWithError(ctx.Err())
-		return nil, ctx.Err()
+		pr.CloseWithError(err)
+		return nil, err
 	}
 	return &http.Response{
 		Status: http.StatusText(w.status), StatusCode: w.status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
