@@ -2,6 +2,7 @@ package checkpointd
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -45,6 +46,14 @@ var Sentinels = []error{
 	ErrNoCurrentRun, ErrGone, ErrIdempotencyConflict, ErrIdempotencyInFlight, ErrLeaseHeld, ErrLeaseLost,
 	ErrDraining, ErrDrainBlocked, ErrUnauthorized, ErrForbidden, ErrStoreUnavailable, ErrCheckpointCorrupt, ErrKey,
 	ErrInvalidJSON, ErrInvalidWorkflow, ErrContended,
+}
+
+// OutOfScope is the refusal of a caller whose token's repo scope does not
+// cover a session (or the repository it asked about): it names nothing, so
+// an out-of-scope caller learns no more than one with a wrong id (DESIGN
+// §5).
+func OutOfScope() error {
+	return fmt.Errorf("%w: the token's scope does not cover it", ErrForbidden)
 }
 
 // Problem is one reason a request or document was rejected, located by a

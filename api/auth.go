@@ -88,7 +88,7 @@ func principal(r *http.Request) *checkpointd.Principal {
 // inScope answers 403 when the caller's token does not cover repo.
 func inScope(r *http.Request, repo string) error {
 	if !principal(r).InScope(repo) {
-		return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, repo)
+		return checkpointd.OutOfScope()
 	}
 	return nil
 }

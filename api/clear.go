@@ -73,7 +73,7 @@ func goneInScope(r *http.Request, err error) error {
 	}
 	p := principal(r)
 	if !p.InScope(ge.Tombstone.Repo) {
-		return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, ge.Tombstone.Repo)
+		return checkpointd.OutOfScope()
 	}
 	var pe *ProblemError
 	if p.Can(checkpointd.RoleOperator) && !errors.As(err, &pe) {

@@ -255,7 +255,7 @@ func TestScopeBeforeState(t *testing.T) {
 						if r.header.Get("Idempotent-Replayed") != "" || r.get("checkpoint") != nil {
 							t.Errorf("a 403 with a replay: %s", r.raw)
 						}
-						for _, leak := range []string{"fencing", "run_", "ended", "held", "lease", "key", "role \""} {
+						for _, leak := range []string{"fencing", "run_", "ended", "held", "lease", "key", "role \"", "acme", "widgets"} {
 							if strings.Contains(string(r.raw), leak) {
 								t.Errorf("the 403 tells %q: %s", leak, r.raw)
 							}

@@ -371,6 +371,8 @@ func TestScope(t *testing.T) {
 	s := mine.must("session_start", map[string]any{"repo": "acme/widgets", "role": "author", "agent": map[string]any{}})
 	if _, te := other.call("session_resume", map[string]any{"session_id": str(s, "session", "id")}); te == nil || te.Code != "forbidden" {
 		t.Errorf("another scope resumes the session: %+v", te)
+	} else if strings.Contains(te.Detail+string(te.Extra), "widgets") {
+		t.Errorf("the refusal names the session's repository (DESIGN §5): %+v", te)
 	}
 	if _, te := other.call("session_start", map[string]any{"repo": "acme/widgets", "role": "author", "agent": map[string]any{}}); te == nil || te.Code != "forbidden" {
 		t.Errorf("another scope starts a session in acme: %+v", te)

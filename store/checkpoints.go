@@ -151,7 +151,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		// Scope before everything else the write may answer (binding,
 		// completeness); the transaction rolls the advance back.
 		if w.InScope != nil && !w.InScope(repo) {
-			return outOfScope(repo)
+			return checkpointd.OutOfScope()
 		}
 		if err := checkBinding(doc, repo, role); err != nil {
 			return err

@@ -78,7 +78,7 @@ func (s *Store) RecordWriteFailure(ctx context.Context, f WriteFailure) (bool, e
 			return err
 		}
 		if f.InScope != nil && !f.InScope(r.Repo) {
-			return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, r.Repo)
+			return checkpointd.OutOfScope()
 		}
 		data := map[string]any{"code": f.Code, "run_named": f.RunID != ""}
 		if !f.FailedAt.IsZero() {

@@ -90,7 +90,7 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 			return err
 		}
 		if in.InScope != nil && !in.InScope(repo) {
-			return outOfScope(repo)
+			return checkpointd.OutOfScope()
 		}
 		if !strings.EqualFold(repo, in.Resource.Repo) {
 			return checkpointd.Invalid("/resource/repo", "a session leases resources of its own repo only ("+repo+")")

@@ -49,7 +49,7 @@ func (s *Store) ParkSession(ctx context.Context, sessionID string, by Operator, 
 			return err
 		}
 		if inScope != nil && !inScope(st.Repo) {
-			return outOfScope(st.Repo)
+			return checkpointd.OutOfScope()
 		}
 		switch {
 		case st.State != string(checkpointd.SessionActive):

@@ -4,18 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/checkpointd/checkpointd"
 )
-
-// outOfScope is the refusal of a caller whose token does not cover repo.
-// It says only that: the session's state is not the caller's to learn.
-func outOfScope(repo string) error {
-	return fmt.Errorf("%w: the token's scope does not cover %s", checkpointd.ErrForbidden, repo)
-}
 
 // refusedRun explains why a run's conditional update of a session matched
 // no row, the caller's scope first: a token that may not see the session
@@ -30,7 +23,7 @@ func (s *Store) refusedRun(ctx context.Context, tx *sqlx.Tx, sessionID, runID st
 			return err
 		}
 		if !inScope(st.Repo) {
-			return outOfScope(st.Repo)
+			return checkpointd.OutOfScope()
 		}
 	}
 	return s.whyRejected(ctx, tx, sessionID, runID, token)

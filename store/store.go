@@ -50,7 +50,15 @@ type Config struct {
 	// neither (migrate, token) may open the store without keys; a write or
 	// read that needs them then fails closed.
 	Keys *checkpointd.Keyring
+	// MaxConns bounds the PostgreSQL connections of the pool
+	// (DefaultMaxConns when 0); the listeners of the token cache and the
+	// feed and the serving lock take a few more of their own.
+	MaxConns int
 }
+
+// DefaultMaxConns is the PostgreSQL pool's default bound: every replica
+// takes this many (plus a few) of the server's max_connections.
+const DefaultMaxConns = 32
 
 // Store is the persistence of sessions, runs, checkpoints, events and API
 // tokens. It is safe for concurrent use; every invariant is enforced by the
@@ -153,8 +161,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store: open postgres: %w", err)
 		}
-		db.SetMaxOpenConns(32)
-		db.SetMaxIdleConns(32)
+		n := cfg.MaxConns
+		if n <= 0 {
+			n = DefaultMaxConns
+		}
+		db.SetMaxOpenConns(n)
+		db.SetMaxIdleConns(n)
 		db.SetConnMaxIdleTime(5 * time.Minute)
 		s.dialect, s.rdb, s.wdb, s.url = migrations.Postgres, db, db, cfg.URL
 	} else {

@@ -153,7 +153,8 @@ func openStore(ctx context.Context, c *cli.Command, log *slog.Logger) (*store.St
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return store.Open(ctx, store.Config{URL: url, Logger: log, Clock: checkpointd.SystemClock{}})
+	// --database-max-conns is serve's; other commands take the default.
+	return store.Open(ctx, store.Config{URL: url, Logger: log, Clock: checkpointd.SystemClock{}, MaxConns: int(c.Int("database-max-conns"))})
 }
 
 func newLogger(c *cli.Command, w io.Writer) (*slog.Logger, error) {

@@ -58,6 +58,8 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "a run not heard from for this long reads as unresponsive (reported, never acted on)"},
 		&cli.IntFlag{Name: "errors-keep", Value: store.DefaultErrorsKeep, Sources: from("CHECKPOINTD_ERRORS_KEEP"),
 			Usage: "durable errors kept per source (checkpoint_write, reconcile, webhook); older ones are trimmed"},
+		&cli.IntFlag{Name: "database-max-conns", Value: store.DefaultMaxConns, Sources: from("CHECKPOINTD_DATABASE_MAX_CONNS"),
+			Usage: "most PostgreSQL connections the pool holds (each replica takes this many, plus a few for listeners, of the server's max_connections)"},
 		&cli.StringFlag{Name: "write-failure-journal", Sources: from("CHECKPOINTD_WRITE_FAILURE_JOURNAL"),
 			Usage: "this replica's journal of failed checkpoint writes the store could not record (default <data-dir>/write-failures.journal); one per replica"},
 		&cli.DurationFlag{Name: "drain-confirm-timeout", Value: writefail.DefaultConfirmTimeout, Sources: from("CHECKPOINTD_DRAIN_CONFIRM_TIMEOUT"),

@@ -62,6 +62,9 @@ func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logge
 	if d := c.Duration("shutdown-timeout"); d <= 0 {
 		return nil, fmt.Errorf("--shutdown-timeout must be positive, not %v", d)
 	}
+	if n := c.Int("database-max-conns"); n <= 0 {
+		return nil, fmt.Errorf("--database-max-conns must be positive, not %d", n)
+	}
 	if d := c.Duration("drain-confirm-timeout"); d <= 0 {
 		return nil, fmt.Errorf("--drain-confirm-timeout must be positive, not %v", d)
 	}

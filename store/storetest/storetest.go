@@ -116,7 +116,7 @@ func Open(t testing.TB, b Backend, clock checkpointd.Clock) *store.Store {
 func OpenURL(t testing.TB, url string, clock checkpointd.Clock) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.Open(ctx, store.Config{URL: url, Clock: clock, Keys: Keys})
+	s, err := store.Open(ctx, store.Config{URL: url, Clock: clock, Keys: Keys, MaxConns: MaxConns})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -126,6 +126,11 @@ func OpenURL(t testing.TB, url string, clock checkpointd.Clock) *store.Store {
 	}
 	return s
 }
+
+// MaxConns bounds each test store's PostgreSQL pool: the packages' tests
+// run at once against one server, with several stores (replicas) each,
+// within its max_connections.
+const MaxConns = 8
 
 // Keys is the keyring test stores seal with: fixed, so tests can open what
 // another test store sealed.
