@@ -22,6 +22,9 @@ type Config struct {
 	// HTTPClient defaults to a client with connect, TLS and
 	// response-header timeouts but no overall timeout, so a long-lived
 	// stream (the watch feed) is not cut: bound each call with its ctx.
+	// Its CheckRedirect is not used: the Client never follows a redirect
+	// (one would resend the body and the bearer token elsewhere, or turn
+	// a POST into a GET that "succeeds"); a 3xx answer is an *Error.
 	HTTPClient *http.Client
 	// UserAgent defaults to DefaultUserAgent.
 	UserAgent string
@@ -81,7 +84,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.http == nil {
 		c.http = defaultHTTPClient()
+	} else {
+		hc := *c.http // the caller's client stays as it was
+		c.http = &hc
 	}
+	c.http.CheckRedirect = refuseRedirect
 	if c.maxAttempts <= 0 {
 		c.maxAttempts = DefaultMaxAttempts
 	}
@@ -104,6 +111,9 @@ func defaultHTTPClient() *http.Client {
 	t.ResponseHeaderTimeout = time.Minute
 	return &http.Client{Transport: t}
 }
+
+// refuseRedirect makes net/http return a redirect as the answer it is.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Address is the daemon's base URL as configured, without a trailing slash.
 func (c *Client) Address() string { return c.base }

@@ -31,6 +31,11 @@
 // run start and takeover, end, park, clear, drain and reconcile — is sent
 // exactly once: a lost answer is read back, never guessed at.
 //
+// Redirects are never followed, whatever http.Client the Config carries: a
+// 3xx answer is an *Error with its status. Following one would resend the
+// body and the bearer token to another address, or turn a POST into a GET
+// whose 200 would read as done.
+//
 // Every answer's Checkpointd-Drain header is remembered: Client.Draining
 // tells an agent that a drain started, and that it should write a complete
 // checkpoint and wind down.

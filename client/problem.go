@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -103,6 +104,12 @@ func newError(r *request, a *answer) *Error {
 	if e.Title == "" {
 		e.Title = http.StatusText(a.status)
 	}
+	if a.status >= 300 && a.status < 400 && e.Detail == "" {
+		e.Detail = "the answer is a redirect, which the client does not follow"
+		if loc := a.header.Get("Location"); loc != "" {
+			e.Detail += " (to " + redactURL(loc) + ")"
+		}
+	}
 	return e
 }
 
@@ -198,3 +205,14 @@ func (e *TransportError) Error() string {
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
+
+// redactURL is a redirect's target as an error may show it: without
+// credentials, query or fragment (a redirect may carry a token in any).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "an unreadable location"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}
