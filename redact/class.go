@@ -41,7 +41,7 @@ var class = func() (t [256]uint16) {
 	set("_", cUnderscore|cKey|cB64url|cToken68)
 	set(".", cKey|cToken68)
 	set("~+/", cToken68)
-	set("[:=-_JABb %", cTrigger)
+	set("[:=-_JABSb %", cTrigger)
 	const blank = " \t\r\n\f\v"
 	set(blank+"\"'`&,;)]}<>", cStopEq)
 	set(blank+"\"'`,)]}", cStopColon)

@@ -89,7 +89,8 @@ var documentedKinds = []string{
 	kindAuthorization, kindBearer, kindCookie, kindURLUserinfo, kindQuerySecret,
 	kindSecretField, kindPEM, kindJWT, kindGitHub, kindGitLab, kindOpenAI,
 	kindAnthropic, kindSlack, kindAWSKeyID, kindAWSSecret, kindGitea, kindCheckpointd,
-	kindNPM, kindHuggingFace, kindGoogleAPIKey,
+	kindNPM, kindHuggingFace, kindGoogleAPIKey, kindStripe, kindSendGrid, kindTwilio,
+	kindDigitalOcean, kindSlackWebhook, kindAzure, kindRegistryAuth,
 }
 
 // shapeKinds are recognisable by shape alone, so they keep their kind even
@@ -97,7 +98,8 @@ var documentedKinds = []string{
 var shapeKinds = map[string]bool{
 	kindPEM: true, kindJWT: true, kindGitHub: true, kindGitLab: true, kindOpenAI: true,
 	kindAnthropic: true, kindSlack: true, kindAWSKeyID: true, kindCheckpointd: true,
-	kindNPM: true, kindHuggingFace: true, kindGoogleAPIKey: true,
+	kindNPM: true, kindHuggingFace: true, kindGoogleAPIKey: true, kindStripe: true,
+	kindSendGrid: true, kindTwilio: true, kindDigitalOcean: true,
 }
 
 func TestRedactCorpusSizes(t *testing.T) {

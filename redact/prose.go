@@ -177,7 +177,7 @@ func looksLocation(v string) bool {
 // value, as in "aws configure set aws_secret_access_key X" or
 // "GITEA_TOKEN 3f1c…". It runs at the last '_' of the name only.
 func (sc *scanner) underscore(i int) int {
-	if e := sc.prefixed(i, 2, 3, 6); e > i+1 {
+	if e := sc.prefixed(i, 2, 3, 5, 6); e > i+1 { // sk_ rk_, hf_ dop_, whsec_, ghp_… at 3, github_pat_ at 6
 		return e
 	}
 	s := sc.s

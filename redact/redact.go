@@ -38,6 +38,13 @@ const (
 	kindNPM           = "npm_token"
 	kindHuggingFace   = "huggingface_token"
 	kindGoogleAPIKey  = "google_api_key"
+	kindStripe        = "stripe_key"
+	kindSendGrid      = "sendgrid_key"
+	kindTwilio        = "twilio_api_key"
+	kindDigitalOcean  = "digitalocean_token"
+	kindSlackWebhook  = "slack_webhook"
+	kindAzure         = "azure_key"
+	kindRegistryAuth  = "registry_auth"
 )
 
 const markerPrefix = "[REDACTED:"
@@ -99,6 +106,9 @@ func (t *treeRedactor) walk(v any, fam family) (any, error) {
 		}
 		var out string
 		var n int
+		if fam == famRegistry && !looksCredential(strings.TrimSpace(x)) {
+			fam = famNone
+		}
 		if fam == famNone {
 			out, n = redact(x)
 		} else {
@@ -110,6 +120,9 @@ func (t *treeRedactor) walk(v any, fam family) (any, error) {
 		t.count += n
 		return out, nil
 	case map[string]any:
+		if fam == famRegistry { // "auth" holds a credential string, never a subtree
+			fam = famNone
+		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
 			t.path = append(t.path, pathElem{key: k, isKey: true})
@@ -129,6 +142,9 @@ func (t *treeRedactor) walk(v any, fam family) (any, error) {
 		}
 		return out, nil
 	case []any:
+		if fam == famRegistry {
+			fam = famNone
+		}
 		out := make([]any, len(x))
 		for i, e := range x {
 			t.path = append(t.path, pathElem{index: i})

@@ -26,6 +26,36 @@ func tokenAt(s string, st int) (int, string) {
 				return st + e, kindGitLab
 			}
 		}
+	case r[0] == 'r' || r[0] == 's' && r[1] == 'k' && r[2] == '_':
+		// Stripe secret and restricted keys; publishable pk_ keys are public.
+		if p := hasAnyPrefix(r, "sk_live_", "sk_test_", "rk_live_", "rk_test_"); p > 0 {
+			if e := run(r, p, cAlnum); e-p >= 24 && looksRandom(r[p:e]) {
+				return st + e, kindStripe
+			}
+		}
+	case r[0] == 'w':
+		if strings.HasPrefix(r, "whsec_") { // Stripe webhook signing secrets
+			if e := run(r, 6, cAlnum); e-6 >= 24 && looksRandom(r[6:e]) {
+				return st + e, kindStripe
+			}
+		}
+	case r[0] == 'S':
+		if r[1] == 'G' && r[2] == '.' { // SendGrid: SG.<22>.<43>, base64url
+			if d := run(r, 3, cB64url); d-3 >= 16 && d < n && r[d] == '.' {
+				if e := run(r, d+1, cB64url); e-d-1 >= 30 {
+					return st + e, kindSendGrid
+				}
+			}
+		} else if r[1] == 'K' && n >= 34 && run(r, 2, cHex) == 34 && (n == 34 || !isAlnum(r[34])) {
+			return st + 34, kindTwilio // Twilio API key SIDs: SK + 32 hex
+		}
+	case r[0] == 'd':
+		// DigitalOcean personal, OAuth and refresh tokens: 64 hex.
+		if p := hasAnyPrefix(r, "dop_v1_", "doo_v1_", "dor_v1_"); p > 0 {
+			if e := run(r, p, cHex); e-p >= 64 {
+				return st + e, kindDigitalOcean
+			}
+		}
 	case r[0] == 's' && r[1] == 'k' && r[2] == '-':
 		kind := kindOpenAI
 		p := hasAnyPrefix(r, "sk-ant-", "sk-proj-", "sk-svcacct-", "sk-admin-")
@@ -43,7 +73,10 @@ func tokenAt(s string, st int) (int, string) {
 		}
 	case r[0] == 'x':
 		p := 0
-		if r[1] == 'o' && r[2] == 'x' && r[4] == '-' && strings.IndexByte("abposr", r[3]) >= 0 {
+		if strings.HasPrefix(r, "xoxe.xox") { // a rotating token: xoxe.xoxp-…
+			r, st = r[5:], st+5
+		}
+		if len(r) >= 8 && r[1] == 'o' && r[2] == 'x' && r[4] == '-' && strings.IndexByte("abposre", r[3]) >= 0 {
 			p = 5
 		} else if strings.HasPrefix(r, "xapp-") {
 			p = 5
@@ -243,12 +276,14 @@ func isOwnID(v string) bool {
 type family uint8
 
 const (
-	famNone   family = iota
-	famSecret        // password, secret, api_key… anywhere in the name
-	famToken         // names ending in token: 40 hex there is a Gitea token
-	famAuth          // Authorization, Proxy-Authorization
-	famCookie        // Cookie, Set-Cookie
-	famAWS           // aws_secret_access_key
+	famNone     family = iota
+	famSecret          // password, secret, api_key… anywhere in the name
+	famToken           // names ending in token: 40 hex there is a Gitea token
+	famAuth            // Authorization, Proxy-Authorization
+	famCookie          // Cookie, Set-Cookie
+	famAWS             // aws_secret_access_key
+	famAzure           // AccountKey, SharedAccessKey: Azure connection strings
+	famRegistry        // "auth" of a docker config: only a credential-looking value
 )
 
 // fieldKind is the marker kind for a secret key's value: '=' is assignment
@@ -261,6 +296,10 @@ func fieldKind(fam family, sep byte) string {
 		return kindCookie
 	case famAWS:
 		return kindAWSSecret
+	case famAzure:
+		return kindAzure
+	case famRegistry:
+		return kindRegistryAuth
 	}
 	if sep == '=' {
 		return kindQuerySecret
@@ -323,9 +362,19 @@ func classifyKey(raw string, query bool) family {
 		fam = famCookie
 	case "awssecretaccesskey", "secretaccesskey", "awssecretkey":
 		fam = famAWS
+	case "accountkey", "sharedaccesskey", "sharedaccesssignature":
+		fam = famAzure
 	case "bearer", "jwt":
 		fam = famToken
-	case "key", "auth", "sig", "signature", "pass", "pwd":
+	case "auth":
+		// In a query auth= is a secret; in structure it is one when its
+		// value looks like one (a docker config's base64 user:password,
+		// not "oauth2" or "basic").
+		fam = famRegistry
+		if query {
+			fam = famSecret
+		}
+	case "key", "sig", "signature", "pass", "pwd":
 		if query {
 			fam = famSecret
 		}

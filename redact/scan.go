@@ -89,8 +89,8 @@ func (sc *scanner) run() {
 			next = sc.underscore(i)
 		case 'J':
 			next = sc.prefixed(i, 2) // eyJ
-		case 'A':
-			next = sc.prefixed(i, 0) // AKIA, ASIA, AIza
+		case 'A', 'S':
+			next = sc.prefixed(i, 0) // AKIA, ASIA, AIza; SG., SK
 		case 'B', 'b':
 			next = sc.bearer(i)
 		case ' ':
@@ -137,8 +137,8 @@ func (sc *scanner) dash(i int) int {
 			}
 		}
 	}
-	// sk-, xoxb- xapp- gldt- glrt-, glpat- glptt-
-	return sc.prefixed(i, 2, 4, 5)
+	// sk-, xoxe.xoxp- (whole), xoxb- xapp- gldt- glrt-, glpat- glptt-
+	return sc.prefixed(i, 2, 9, 4, 5)
 }
 
 // pem redacts a whole private key block; a block without its END line runs
@@ -185,11 +185,28 @@ func (sc *scanner) url(i int) int {
 	for k < len(s) && class[s[k]]&cAuthorityStop == 0 {
 		k++
 	}
+	if strings.EqualFold(s[a:k], "hooks.slack.com") && strings.HasPrefix(s[k:], "/services/") {
+		return sc.slackWebhook(k + len("/services/"))
+	}
 	at := strings.LastIndexByte(s[a:k], '@')
 	if at < 0 {
 		return a
 	}
 	return sc.userinfo(a, a+at, 1, false)
+}
+
+// slackWebhook redacts the path of a Slack incoming webhook
+// (https://hooks.slack.com/services/T…/B…/<secret>): whoever has it posts.
+func (sc *scanner) slackWebhook(p int) int {
+	s := sc.s
+	e := p
+	for e < len(s) && (class[s[e]]&cB64url != 0 || s[e] == '/') {
+		e++
+	}
+	if e-p >= 20 && sc.emit(p, e, kindSlackWebhook) {
+		return e
+	}
+	return p
 }
 
 // emitUser redacts a user name that is itself a token: the scan jumps past

@@ -16,10 +16,16 @@ func (sc *scanner) value(v int, sep byte, fam family, toEOL bool) int {
 	s := sc.s
 	kind, tokenCtx := fieldKind(fam, sep), fam == famToken
 	if a, b, end, ok := quotedAt(s, v); ok {
+		if fam == famRegistry && !looksCredential(s[a:b]) {
+			return a
+		}
 		if sc.emitValue(a, b, kind, tokenCtx) {
 			return end
 		}
 		return a
+	}
+	if fam == famRegistry && (s[v] == '{' || s[v] == '[') {
+		return v // a subtree under "auth" is scanned as any text
 	}
 	if sep == ':' && (s[v] == '{' || s[v] == '[') {
 		if markerEnd(s, v) > 0 {
@@ -44,7 +50,7 @@ func (sc *scanner) value(v int, sep byte, fam family, toEOL bool) int {
 			e++
 		}
 	}
-	if isCodeRef(s[v:e]) {
+	if isCodeRef(s[v:e]) || (fam == famRegistry && !looksCredential(s[v:e])) {
 		return v
 	}
 	if sc.emitValue(v, e, kind, tokenCtx) {
