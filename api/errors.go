@@ -49,12 +49,17 @@ var errorStatus = []struct {
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{errBadIdempotencyKey, http.StatusBadRequest, "invalid_idempotency_key"},
+	{errConflictingQuery, http.StatusBadRequest, "invalid_query"},
 }
 
 var (
 	errPayloadTooLarge      = errors.New("payload too large")
 	errUnsupportedMediaType = errors.New("content type must be application/json")
 	errMethodNotAllowed     = errors.New("method not allowed")
+	// errConflictingQuery is a query whose parameters contradict each
+	// other (DESIGN §6: events' `after` and `cursor` together); no reading
+	// of it is the caller's intent, so it is refused rather than guessed.
+	errConflictingQuery = errors.New("conflicting query parameters")
 )
 
 // Problem is an RFC 9457 problem document with a stable machine-readable

@@ -18,10 +18,9 @@ func eventSeqs(r response) []int64 {
 	return out
 }
 
-// TestEventsPagingReachesTheEnd proves a client that follows next_cursor
-// reaches the last event exactly once, whether or not it keeps sending
-// the `after` it started with: the cursor wins over `after` (a client
-// that kept `after=0` used to get seqs 1–3 and the same cursor forever).
+// TestEventsPagingReachesTheEnd proves a client that starts at `after` and
+// follows next_cursor reaches the last event exactly once, and that `after`
+// beside a cursor is refused (DESIGN §6): it used to be ignored silently.
 func TestEventsPagingReachesTheEnd(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newHarness(t, b)
@@ -54,7 +53,8 @@ func TestEventsPagingReachesTheEnd(t *testing.T) {
 					if next == "" {
 						break
 					}
-					q.Set("cursor", next) // `after` stays in the query, as a client building on its first URL sends it
+					q.Del("after") // the cursor says where the next page starts
+					q.Set("cursor", next)
 				}
 				var from int64
 				if after != "" {
@@ -72,13 +72,19 @@ func TestEventsPagingReachesTheEnd(t *testing.T) {
 			})
 		}
 
-		// A cursor beside an `after` further on: the cursor still decides.
+		// A cursor beside an `after`, whatever their values: 400 naming both.
 		first := h.do("GET", path+"?limit=3", h.reader, nil).expect(t, 200, "")
-		r := h.do("GET", path+"?limit=3&after=8&cursor="+first.str("next_cursor"), h.reader, nil).expect(t, 200, "")
-		if got := eventSeqs(r); !slices.Equal(got, all[3:6]) {
-			t.Errorf("cursor after seq 3 with after=8: seqs %v, want %v", got, all[3:6])
+		for _, after := range []string{"8", "0", "", "-1"} {
+			r := h.do("GET", path+"?limit=3&after="+after+"&cursor="+first.str("next_cursor"), h.reader, nil).expect(t, 400, "invalid_query")
+			var paths []string
+			for _, p := range r.get("problems").([]any) {
+				paths = append(paths, p.(map[string]any)["path"].(string))
+			}
+			if !slices.Equal(paths, []string{"after", "cursor"}) {
+				t.Errorf("after=%q with cursor: problems name %v, want [after cursor]", after, paths)
+			}
 		}
-		h.do("GET", path+"?after=-1&cursor="+first.str("next_cursor"), h.reader, nil).expect(t, 422, "invalid_request")
+		h.do("GET", path+"?after=-1", h.reader, nil).expect(t, 422, "invalid_request")
 	})
 }
 

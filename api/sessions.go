@@ -271,16 +271,22 @@ func (a *api) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// `after` says where a listing starts; a cursor says where the previous
-	// page ended, so it wins: a client that keeps its first URL's `after`
-	// and adds each next_cursor still walks forward to the end.
+	// `after` says where a listing starts, a cursor where the previous page
+	// ended: both at once cannot both be obeyed (DESIGN §6), so neither is.
+	q := r.URL.Query()
+	if q.Has("after") && q.Has("cursor") {
+		return &checkpointd.ValidationError{Kind: errConflictingQuery, Problems: []checkpointd.Problem{
+			{Path: "after", Message: "not with cursor: a cursor already says where the next page starts"},
+			{Path: "cursor", Message: "not with after: follow next_cursor without the first page's after"},
+		}}
+	}
 	var after int64
-	if s := r.URL.Query().Get("after"); s != "" {
+	if s := q.Get("after"); s != "" {
 		if after, err = strconv.ParseInt(s, 10, 64); err != nil || after < 0 {
 			return checkpointd.Invalid("after", "must be a non-negative event seq")
 		}
 	}
-	if r.URL.Query().Get("cursor") != "" {
+	if q.Get("cursor") != "" {
 		after = c.Seq
 	}
 	sess, err := a.loadSession(r)

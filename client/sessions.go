@@ -244,7 +244,7 @@ type EventListOptions struct {
 // Events reads one page of the session's event log.
 func (s *Sessions) Events(ctx context.Context, id string, opts EventListOptions) (*Page[checkpointd.Event], error) {
 	q := url.Values{}
-	if opts.After > 0 {
+	if opts.After > 0 && opts.Cursor == "" { // a cursor already carries where it starts; the daemon refuses both
 		q.Set("after", strconv.FormatInt(opts.After, 10))
 	}
 	return getPage[checkpointd.Event](ctx, s.c, sessionPath(id, "events"), q, opts.ListOptions)
