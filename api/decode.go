@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/checkpointd/checkpointd"
 )
@@ -89,6 +90,9 @@ func decodeBody(body []byte, v any) error {
 	}
 	if dec.More() {
 		return fmt.Errorf("%w: trailing data after the JSON value", checkpointd.ErrInvalidJSON)
+	}
+	if ps := nulProblems(body); ps != nil {
+		return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
 	}
 	return nil
 }
@@ -174,4 +178,76 @@ func newList[T any](items []T, limit int, next func(last T) cursor) list[T] {
 		l.NextCursor = &c
 	}
 	return l
+}
+
+// nulProblems names every string in a JSON body, member names included,
+// that holds a NUL character. PostgreSQL cannot keep one in text and
+// SQLite can: refusing it on the way in gives both backends one answer,
+// a 422 naming the field, instead of an outage on one of them.
+func nulProblems(body []byte) []checkpointd.Problem {
+	if !bytes.Contains(body, []byte(`\u0000`)) {
+		return nil // the only way a well-formed body spells NUL
+	}
+	type frame struct {
+		array   bool
+		index   int
+		key     string
+		haveKey bool
+	}
+	var (
+		ps    []checkpointd.Problem
+		stack []frame
+		dec   = json.NewDecoder(bytes.NewReader(body))
+	)
+	pointer := func() string {
+		var b strings.Builder
+		for _, f := range stack {
+			b.WriteByte('/')
+			if f.array {
+				b.WriteString(strconv.Itoa(f.index))
+			} else {
+				// Redacted before it is escaped, as every echoed name.
+				b.WriteString(checkpointd.EscapePointerToken(checkpointd.RedactName(f.key)))
+			}
+		}
+		return b.String()
+	}
+	// After a value, an object waits for its next key and an array moves
+	// to its next index.
+	next := func() {
+		if n := len(stack); n > 0 {
+			stack[n-1].index++
+			stack[n-1].haveKey = false
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ps // the body decoded already: the end is the only error left
+		}
+		top := len(stack) - 1
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				stack = append(stack, frame{array: v == '['})
+				continue
+			}
+			stack = stack[:top]
+			next()
+		case string:
+			if top >= 0 && !stack[top].array && !stack[top].haveKey {
+				stack[top].key, stack[top].haveKey = v, true
+				if strings.ContainsRune(v, 0) {
+					ps = append(ps, checkpointd.Problem{Path: pointer(), Message: "a member name must not contain NUL (U+0000)"})
+				}
+				continue
+			}
+			if strings.ContainsRune(v, 0) {
+				ps = append(ps, checkpointd.Problem{Path: pointer(), Message: "must not contain NUL (U+0000)"})
+			}
+			next()
+		default:
+			next()
+		}
+	}
 }
