@@ -25,8 +25,12 @@ var (
 		"os.ReadDir": true, "os.Readlink": true, "os.DirFS": true, "os.OpenRoot": true, "os.OpenInRoot": true,
 		"os.Chdir": true, "filepath.EvalSymlinks": true, "filepath.Walk": true, "filepath.WalkDir": true,
 		"filepath.Glob": true, "filepath.Abs": true, "syscall.Open": true, "syscall.Openat": true, "syscall.Stat": true,
+		"golang.org/x/sys/unix.Open": true, "golang.org/x/sys/unix.Openat": true, "golang.org/x/sys/unix.Openat2": true,
+		"golang.org/x/sys/unix.Stat": true, "golang.org/x/sys/unix.Lstat": true, "golang.org/x/sys/unix.Fstatat": true,
 	}
-	hostFileCallers = map[string]bool{"gitdir/roots.go:Open": true}
+	// reopen opens /proc/self/fd/N of a descriptor already resolved inside
+	// a root: the descriptor, not a host path, names the file.
+	hostFileCallers = map[string]bool{"gitdir/roots.go:Open": true, "gitdir/open_linux.go:reopen": true}
 )
 
 // TestReconcileRunsNoProgram reads the source of reconcile and the

@@ -225,3 +225,43 @@ func TestReadHeadBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestReadHeadLooksBeforeItOpens: a file that is not regular is refused
+// without being opened. A named pipe shows it: a writer blocked opening it
+// is released the moment anything opens it for reading, as the reader
+// once did with O_NONBLOCK before it checked the type (on a device, that
+// open runs the driver).
+func TestReadHeadLooksBeforeItOpens(t *testing.T) {
+	for _, name := range []string{".git/HEAD", ".git/refs/heads/main", ".git/commondir"} {
+		t.Run(name, func(t *testing.T) {
+			f := newEscapeFixture(t)
+			p := filepath.Join(f.wt, name)
+			os.RemoveAll(p)
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+			opened := make(chan struct{})
+			go func() {
+				if w, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil { // blocks until a reader opens
+					w.Close()
+				}
+				close(opened)
+			}()
+			t.Cleanup(func() { // release the writer whatever happened
+				if r, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+					<-opened
+					r.Close()
+				}
+			})
+			time.Sleep(100 * time.Millisecond) // the writer is in open(2)
+			if _, err := read(t, []string{f.root}, f.wt); err == nil {
+				t.Errorf("%s is a named pipe: read without an error", name)
+			}
+			select {
+			case <-opened:
+				t.Fatalf("%s is a named pipe: the reader opened it", name)
+			case <-time.After(500 * time.Millisecond):
+			}
+		})
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"syscall"
 )
 
 // Bounds on what one worktree can make reconcile read.
@@ -27,31 +25,15 @@ var (
 	errIsDir      = errors.New("is a directory")
 )
 
-// openRegular opens a regular file under its root. O_NONBLOCK keeps a
-// named pipe an agent put there from blocking the open (a regular file
-// ignores the flag); anything but a regular file is then refused.
-func openRegular(p place) (*os.File, fs.FileInfo, error) {
-	if p.dir.err != nil {
-		return nil, nil, p.dir.err
-	}
-	f, err := p.dir.root.OpenFile(p.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, cause(err)
-	}
-	fi, err := f.Stat()
+// checkRegular refuses anything but a regular file.
+func checkRegular(fi fs.FileInfo) error {
 	switch {
-	case err != nil:
-		err = cause(err)
 	case fi.IsDir():
-		err = errIsDir
+		return errIsDir
 	case !fi.Mode().IsRegular():
-		err = errNotRegular
+		return errNotRegular
 	}
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, fi, nil
+	return nil
 }
 
 // readSmall reads a whole file of at most MaxFileBytes. Errors wrap
