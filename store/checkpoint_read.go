@@ -28,11 +28,23 @@ func documentDigest(document []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// checkDigest fails when the row keeps a digest its document does not
-// match. Rows written before the digest existed keep an empty one and pass.
+// legacyDigest marks the rows written before checkpoints kept a digest,
+// named by migration 00023; they are parsed instead of checked.
+const legacyDigest = "legacy:before-00013"
+
+// legacy reports whether the row is one migration 00023 named.
+func (c stored) legacy() bool { return c.Digest == legacyDigest }
+
+// checkDigest fails when the row's document is not the one written with
+// its digest, or when the row has no digest at all: every row since 00013
+// is written with one and every row before it is legacy, so an empty one
+// is a digest lost (or blanked), never a reason to trust less.
 func (c stored) checkDigest() error {
-	if c.Digest == "" {
+	if c.legacy() {
 		return nil
+	}
+	if c.Digest == "" {
+		return fmt.Errorf("%w: checkpoint %s/%d: the document's digest is missing", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq)
 	}
 	if subtle.ConstantTimeCompare([]byte(documentDigest([]byte(c.Document))), []byte(c.Digest)) != 1 {
 		return fmt.Errorf("%w: checkpoint %s/%d: the document is not the one written", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq)
@@ -91,7 +103,7 @@ func (s *Store) readBack(c stored) (checkpointd.Document, error) {
 // tenth of the cost; a row written before digests is read back.
 // Errors: as readBack.
 func (s *Store) vouch(c stored) error {
-	if c.Digest == "" {
+	if c.legacy() {
 		_, err := s.readBack(c)
 		return err
 	}
@@ -109,7 +121,7 @@ func (s *Store) vouch(c stored) error {
 // stores a digest seals the free text too (empty or not), so a missing seal
 // is free text lost — recovery, note, prompt — never a document without it.
 func (c stored) checkSealKept() error {
-	if c.Digest == "" {
+	if c.legacy() {
 		return nil
 	}
 	return fmt.Errorf("%w: checkpoint %s/%d: the sealed free text is missing", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 
@@ -24,7 +25,7 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 		db := openRaw(t, b, url)
 		names := map[string]string{}
 		var sessions []*checkpointd.Session
-		for _, name := range []string{"intact", "sealed", "blanked", "document", "altered", "legacy", "missing"} {
+		for _, name := range []string{"intact", "sealed", "blanked", "document", "altered", "undigested", "legacy", "missing"} {
 			sess := drainSession(t, s, "acme/widgets", "author", "fix-"+name)
 			push(t, s, sess, headA)
 			names[sess.ID] = name
@@ -47,8 +48,12 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 			"document": `UPDATE checkpoints SET document = '{"schema_version": 1, "stage": 5}' WHERE session_id = $1 AND seq = $2`,
 			// Still parses: only the digest written with it tells.
 			"altered": `UPDATE checkpoints SET document = replace(document, 'implementing', 'implementinG') WHERE session_id = $1 AND seq = $2`,
-			// Written before digests, and does not parse.
-			"legacy":  `UPDATE checkpoints SET document_digest = '', document = '{"leases": {}}' WHERE session_id = $1 AND seq = $2`,
+			// Still parses, and its digest blanked: an empty digest is one
+			// lost, not a row from before digests (those are named by
+			// migration 00023), so it is not trusted less but refused.
+			"undigested": `UPDATE checkpoints SET document_digest = '', document = replace(document, 'implementing', 'implementinG') WHERE session_id = $1 AND seq = $2`,
+			// Written before digests (as 00023 marks it), and does not parse.
+			"legacy":  `UPDATE checkpoints SET document_digest = 'legacy:before-00013', document = '{"leases": {}}' WHERE session_id = $1 AND seq = $2`,
 			"missing": `DELETE FROM checkpoints WHERE session_id = $1 AND seq = $2`,
 		}
 		for _, sess := range sessions {
@@ -73,7 +78,7 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		unknown := []checkpointd.BlockReason{checkpointd.BlockUnknown}
-		want := map[string][]checkpointd.BlockReason{"sealed": unknown, "blanked": unknown, "document": unknown, "altered": unknown, "legacy": unknown, "missing": unknown}
+		want := map[string][]checkpointd.BlockReason{"sealed": unknown, "blanked": unknown, "document": unknown, "altered": unknown, "undigested": unknown, "legacy": unknown, "missing": unknown}
 		if d.State != checkpointd.DrainRunning || d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
 			t.Fatalf("decision over damaged checkpoints: %s %+v", d.State, d.Decision)
 		}
@@ -81,7 +86,7 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 			t.Errorf("decision blocks %v, want %v", got, want)
 		}
 		st := drainStatus(t, s, store.DrainQuery{})
-		if got := reasonsOf(st.Blocking, names); !mapsEqual(got, want) || st.Counts.Blocking != 6 {
+		if got := reasonsOf(st.Blocking, names); !mapsEqual(got, want) || st.Counts.Blocking != 7 {
 			t.Errorf("status blocks %v (%+v), want %v", got, st.Counts, want)
 		}
 		for _, sess := range sessions {
@@ -102,6 +107,43 @@ func TestDrainVouchesOnlyForWhatReadsBack(t *testing.T) {
 		}
 		if d := complete(t, s, 10); d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
 			t.Fatalf("after fresh checkpoints: %+v", d.Decision)
+		}
+	})
+}
+
+// TestLegacyCheckpointReadsBack: a row from before digests, as migration
+// 00023 names it, is read back by parsing it (no digest to check it by),
+// and the drain vouches for it; the same row with an empty digest is not.
+func TestLegacyCheckpointReadsBack(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		url := storetest.URL(t, b)
+		s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+		db := openRaw(t, b, url)
+		sess := drainSession(t, s, "acme/widgets", "author", "fix-legacy")
+		push(t, s, sess, headA)
+		startDrain(t, s)
+		seq := mustWrite(t, s, sess, drainDoc(sess, headA)).Seq
+		setDigest := func(d string) {
+			t.Helper()
+			if _, err := db.ExecContext(ctx, `UPDATE checkpoints SET document_digest = $1 WHERE session_id = $2 AND seq = $3`, d, sess.ID, seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setDigest("legacy:before-00013")
+		if cp, err := s.GetCheckpoint(ctx, sess.ID, 0); err != nil || cp.Seq != seq {
+			t.Fatalf("a legacy row: %+v %v", cp, err)
+		}
+		if d := complete(t, s, 10); d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
+			t.Fatalf("completion over a legacy row: %+v", d.Decision)
+		}
+		startDrain(t, s)
+		setDigest("")
+		if _, err := s.GetCheckpoint(ctx, sess.ID, 0); !errors.Is(err, checkpointd.ErrCheckpointCorrupt) {
+			t.Fatalf("a row without a digest reads back: %v", err)
+		}
+		if d := complete(t, s, 10); d.Decision.Outcome != checkpointd.DrainOutcomeBlocked {
+			t.Fatalf("completion over a row without a digest: %+v", d.Decision)
 		}
 	})
 }
