@@ -356,6 +356,19 @@ func EscapePointerToken(t string) string {
 	return t
 }
 
+// LooksLikeSecret reports whether s would not survive redaction as it is:
+// redact.String changes it, cannot read it, or s already holds a redaction
+// marker (which a stored name would make indistinguishable from one the
+// daemon wrote). A name matched as sent (a branch, a repo, an id) that
+// looks like a secret is refused, or not kept, rather than rewritten.
+func LooksLikeSecret(s string) bool {
+	red, _, err := redact.String(s)
+	return err != nil || red != s || strings.Contains(s, RedactionMarker)
+}
+
+// RedactionMarker opens every "[REDACTED:<kind>]" marker redact writes.
+const RedactionMarker = "[REDACTED:"
+
 // RedactName is a member name or other identifier from a client as it may
 // be echoed, logged or stored: valid UTF-8, redacted. One the redactor
 // cannot read is not shown at all.

@@ -64,7 +64,7 @@ func idempotencyKey(h http.Header) (key string, present bool, err error) {
 	switch {
 	case key == "" || len(key) > checkpointd.MaxIdempotencyKeyLength:
 		return "", true, fmt.Errorf("%w: it must be 1-%d characters", errBadIdempotencyKey, checkpointd.MaxIdempotencyKeyLength)
-	case looksLikeSecret(key):
+	case checkpointd.LooksLikeSecret(key):
 		return "", true, fmt.Errorf("%w: it looks like a secret, and a key is stored as sent; use a random id", errBadIdempotencyKey)
 	}
 	return key, true, nil

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/checkpointd/checkpointd"
-	"github.com/checkpointd/checkpointd/redact"
 )
 
 // Identifying values are the ones the daemon matches as sent: a session's
@@ -18,18 +17,6 @@ import (
 // before it is stored, logged or answered. docs/redaction.md, "What else
 // is scanned", keeps the list.
 
-// looksLikeSecret reports whether s would not survive redaction as it is:
-// redact.String changes it, cannot read it, or s already holds a
-// redaction marker (which a stored name would make indistinguishable from
-// one the daemon wrote).
-func looksLikeSecret(s string) bool {
-	red, _, err := redact.String(s)
-	return err != nil || red != s || strings.Contains(s, redactionMarker)
-}
-
-// redactionMarker opens every "[REDACTED:<kind>]" marker redact writes.
-const redactionMarker = "[REDACTED:"
-
 // secretIdentifier is the problem of an identifying value that looks like
 // a secret. It names the field, never the value.
 func secretIdentifier(path string) checkpointd.Problem {
@@ -42,7 +29,7 @@ func secretIdentifier(path string) checkpointd.Problem {
 func identifying(fields ...[2]string) []checkpointd.Problem {
 	var ps []checkpointd.Problem
 	for _, f := range fields {
-		if f[1] != "" && looksLikeSecret(f[1]) {
+		if f[1] != "" && checkpointd.LooksLikeSecret(f[1]) {
 			ps = append(ps, secretIdentifier(f[0]))
 		}
 	}
@@ -56,7 +43,7 @@ func identifying(fields ...[2]string) []checkpointd.Problem {
 func redactedIdentifiers(doc *checkpointd.Document) error {
 	var ps []checkpointd.Problem
 	marked := func(path, v string) {
-		if strings.Contains(v, redactionMarker) {
+		if strings.Contains(v, checkpointd.RedactionMarker) {
 			ps = append(ps, secretIdentifier(path))
 		}
 	}

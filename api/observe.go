@@ -27,7 +27,7 @@ const maxRequestID = 64
 func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
-		if !plainID(id) || looksLikeSecret(id) {
+		if !plainID(id) || checkpointd.LooksLikeSecret(id) {
 			id = checkpointd.NewID("req_")
 		}
 		w.Header().Set(RequestIDHeader, id)

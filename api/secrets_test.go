@@ -5,10 +5,14 @@ import (
 
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +21,10 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/api"
+	"github.com/checkpointd/checkpointd/errlog"
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/store/storetest"
+	"github.com/checkpointd/checkpointd/webhook"
 )
 
 // These tests plant the redaction corpus (redact/testdata) in every
@@ -1071,6 +1077,80 @@ func TestSecretInMemberNameNeverKept(t *testing.T) {
 			}
 			if bytes.Contains(logs.Bytes(), []byte(pw)) {
 				t.Errorf("the log holds the password")
+			}
+		}
+	})
+}
+
+// TestSignedDeliveryKeepsNoSecretName: a signed delivery is the forge's
+// word, not a trusted name. A branch that looks like a secret (no session
+// can name one: the API refuses it) is not kept as a live ref, and a
+// delivery id that looks like one is kept as its digest — in the
+// answer, the deliveries, the durable errors, the log and the database.
+func TestSignedDeliveryKeepsNoSecretName(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h, logs, url := loggedHarness(t, b)
+		d := loadDelivery(t, "09-push-fast-forward.json")
+		h.handler = api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+			Errors: errlog.New(h.store, nil, nil),
+			Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(d.Secret)}}, Store: h.store,
+				Log: slog.New(slog.NewJSONHandler(logs, nil)), Errors: errlog.New(h.store, nil, nil)}})
+		id, run, tok := h.newSession()
+		h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok)).expect(t, 201, "")
+
+		const password = "Tr0ub4dor-and-3-horses"
+		const token = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6" // a GitHub token's shape
+		body := strings.Replace(d.Body, `"ref": "refs/heads/feature/alpha"`,
+			`"ref": "refs/heads/https://deploy:`+password+`@git.example.com/x"`, 1)
+		if body == d.Body {
+			t.Fatal("the fixture's ref was not replaced: the test proves nothing")
+		}
+		mac := hmac.New(sha256.New, []byte(d.Secret))
+		mac.Write([]byte(body))
+		sig := hex.EncodeToString(mac.Sum(nil))
+		signed := func(hd http.Header) {
+			for _, k := range []string{"X-Gitea-Delivery", "X-Gogs-Delivery", "X-GitHub-Delivery"} {
+				hd.Set(k, token)
+			}
+			hd.Set("X-Gitea-Signature", sig)
+			hd.Set("X-Gogs-Signature", sig)
+			hd.Set("X-Hub-Signature-256", "sha256="+sig)
+			hd.Del("X-Hub-Signature")
+			hd.Set("Content-Length", fmt.Sprint(len(body)))
+		}
+		r := h.post(d, body, signed)
+		if r.status != 200 || !bytes.Contains(r.raw, []byte("looks like a secret")) {
+			t.Fatalf("a push to a secret-shaped branch: %d %s", r.status, r.raw)
+		}
+		// The same delivery id on a push that is applied, and on one whose
+		// signature fails (unauthenticated, recorded as an error).
+		plain := func(hd http.Header) {
+			for _, k := range []string{"X-Gitea-Delivery", "X-Gogs-Delivery", "X-GitHub-Delivery"} {
+				hd.Set(k, token)
+			}
+		}
+		if r := h.post(d, d.Body, plain); r.status != 200 || !bytes.Contains(r.raw, []byte(`"delivery":"sha256:`)) {
+			t.Fatalf("an applied push with a secret-shaped delivery id: %d %s", r.status, r.raw)
+		}
+		if r := h.post(d, d.Body+" ", plain); r.status != 401 {
+			t.Fatalf("a bad signature: %d %s", r.status, r.raw)
+		}
+		if r := h.post(d, d.Body, plain); !bytes.Contains(r.raw, []byte(`"duplicate":true`)) {
+			t.Errorf("the digest of an id still tells a redelivery: %s", r.raw)
+		}
+		errs := h.do("GET", "/v1/errors", h.operator, nil).expect(t, 200, "")
+		if len(errs.get("items").([]any)) == 0 {
+			t.Fatal("no durable error was recorded: the test proves nothing")
+		}
+		for name, secret := range map[string]string{"password": password, "delivery token": token} {
+			if bytes.Contains(errs.raw, []byte(secret)) {
+				t.Errorf("GET /v1/errors shows the %s: %s", name, errs.raw)
+			}
+			if bytes.Contains(rawDatabase(t, b, url), []byte(secret)) {
+				t.Errorf("the database holds the %s", name)
+			}
+			if bytes.Contains(logs.Bytes(), []byte(secret)) {
+				t.Errorf("the log holds the %s", name)
 			}
 		}
 	})

@@ -71,6 +71,7 @@ const (
 	reasonOtherRef     = "push to a ref that is neither branch nor tag"
 	reasonTestDelivery = "push with before == after (test delivery)"
 	reasonTagDelete    = "tag deleted"
+	reasonSecretRef    = "branch name looks like a secret: no session can name it, and it is not kept"
 	reasonOtherRefType = "delete of a ref_type other than branch"
 	reasonAction       = "pull request action not handled"
 	reasonNullPR       = "pull_request is null"

@@ -184,6 +184,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, id string, err 
 	if !printable(id, maxDeliveryID) {
 		id = ""
 	}
+	id = opaqueID(id)
 	if !printable(event, maxEventName) {
 		event = ""
 	}

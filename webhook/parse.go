@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/checkpointd/checkpointd"
 )
 
 // prPayloadTypes are the fine event types whose payload is a
@@ -138,6 +140,10 @@ func parsePush(payload []byte) (Event, error) {
 		return Ignored{Event: "push", Reason: reasonOtherRef}, nil
 	case branch == "":
 		return nil, malformed("push", errors.New("empty branch name"))
+	case checkpointd.LooksLikeSecret(branch):
+		// Sessions and leases cannot name such a branch (the API refuses
+		// it), so nothing is lost by not keeping the forge's text of it.
+		return Ignored{Event: "push", Reason: reasonSecretRef}, nil
 	case p.Before == p.After:
 		// Checked before the zero SHA: Gitea's UI test delivery sends
 		// before == after == zeros, which is not a deletion.
@@ -181,6 +187,9 @@ func parseDelete(payload []byte) (Event, error) {
 	}
 	switch p.RefType {
 	case "branch":
+		if checkpointd.LooksLikeSecret(p.Ref) {
+			return Ignored{Event: "delete", Reason: reasonSecretRef}, nil
+		}
 		return BranchDeleted{Repo: p.Repository.repo(), Branch: p.Ref}, nil
 	case "tag":
 		return Ignored{Event: "delete", Reason: reasonTagDelete}, nil
