@@ -1,0 +1,4 @@
+package migrations
+
+// RepairVersion is repairVersion, for the tests.
+const RepairVersion = repairVersion
