@@ -118,6 +118,11 @@ type Deps struct {
 	WatchBacklog      time.Duration
 	WatchBuffer       int
 	WatchWriteTimeout time.Duration
+	// WatchMemory, WatchStreams and WatchStreamsPerToken bound what the
+	// streams may hold and how many may be open (defaults DefaultWatch…).
+	WatchMemory          int64
+	WatchStreams         int
+	WatchStreamsPerToken int
 }
 
 type api struct {

@@ -50,6 +50,7 @@ var errorStatus = []struct {
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{errBadIdempotencyKey, http.StatusBadRequest, "invalid_idempotency_key"},
 	{errConflictingQuery, http.StatusBadRequest, "invalid_query"},
+	{errTooManyWatchers, http.StatusTooManyRequests, "too_many_watchers"},
 }
 
 var (
@@ -182,8 +183,11 @@ func (a *api) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	if p.Code == "contended" {
+	switch p.Code {
+	case "contended":
 		w.Header().Set("Retry-After", "1") // nothing was changed; contention passes
+	case "too_many_watchers":
+		w.Header().Set("Retry-After", watchRetryAfter)
 	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)

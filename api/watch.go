@@ -22,6 +22,18 @@ const (
 	// DefaultWatchBuffer is how many changes may wait for one client; one
 	// more drops it.
 	DefaultWatchBuffer = 1024
+	// DefaultWatchBufferBytes bounds the same queue by size: a few large
+	// changes fill it as surely as many small ones.
+	DefaultWatchBufferBytes = 1 << 20
+	// DefaultWatchMemory bounds every stream's queue together; past it the
+	// stream holding most is dropped (memory_budget).
+	DefaultWatchMemory = 64 << 20
+	// DefaultWatchStreams and DefaultWatchStreamsPerToken cap the open
+	// streams of a replica and of one token; past either, 429.
+	DefaultWatchStreams         = 4096
+	DefaultWatchStreamsPerToken = 64
+	// watchRetryAfter is the Retry-After of a stream refused past a cap.
+	watchRetryAfter = "5"
 	// DefaultWatchWriteTimeout bounds one write to a client: a client that
 	// stops reading is dropped after it, without holding anything else.
 	DefaultWatchWriteTimeout = 10 * time.Second
@@ -31,6 +43,9 @@ const (
 	// maxWatchBacklogEvents bounds a resume by count too: a client further
 	// behind is reset rather than replayed.
 	maxWatchBacklogEvents = 100_000
+	// watchCoalesce is the least time between two sends of one stream
+	// while changes keep coming.
+	watchCoalesce = 10 * time.Millisecond
 	// maxWatchState bounds the session events of a reset; past it the
 	// client re-lists with GET /v1/sessions.
 	maxWatchState = 500
@@ -55,7 +70,19 @@ func (a *api) initWatch() {
 	if a.watchWriteTimeout <= 0 {
 		a.watchWriteTimeout = DefaultWatchWriteTimeout
 	}
-	a.hub = &feedHub{st: a.Store, log: a.log, metrics: a.Metrics}
+	l := watchLimits{queueEvents: a.watchBuffer, queueBytes: DefaultWatchBufferBytes, memory: a.WatchMemory,
+		streams: a.WatchStreams, streamsByToken: a.WatchStreamsPerToken}
+	if l.memory <= 0 {
+		l.memory = DefaultWatchMemory
+	}
+	l.queueBytes = min(l.queueBytes, l.memory)
+	if l.streams <= 0 {
+		l.streams = DefaultWatchStreams
+	}
+	if l.streamsByToken <= 0 {
+		l.streamsByToken = DefaultWatchStreamsPerToken
+	}
+	a.hub = &feedHub{st: a.Store, log: a.log, metrics: a.Metrics, limits: l}
 }
 
 // watchFilter is what one stream wants.
@@ -142,7 +169,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	wt := newWatcher(f.match, a.watchBuffer)
+	wt := newWatcher(f.match, f.who.TokenID, f.session)
 	head, err := a.hub.join(ctx, wt)
 	if err != nil {
 		h.Del("Content-Type") // the problem's own
@@ -153,6 +180,8 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 	// that fails on its dead connection also cancels the request.
 	counted := false
 	s := newSSE(w, a.watchWriteTimeout)
+	boundSendBuffer(r)
+	wt.setOnDrop(s.abort)
 	defer func() {
 		if counted {
 			return
@@ -197,18 +226,44 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 	reauth := time.NewTicker(watchReauth)
 	defer reauth.Stop()
 	hash, _ := ctx.Value(tokenHashKey{}).(string)
+	// A stream sends a change at once when it has been quiet, and at most
+	// once per watchCoalesce under load, with everything queued meanwhile:
+	// a busy feed then costs each stream one write per interval, not one
+	// per change.
+	var lastSend time.Time
+	send := func() error {
+		lastSend = time.Now()
+		var frames [][]byte
+		for _, it := range wt.take() {
+			if !seen(it.event) {
+				frames = append(frames, it.frame)
+			}
+		}
+		// A drop between take and here sends nothing: what follows a gap
+		// is never sent (and the drop ended the write anyway).
+		if len(frames) == 0 || isClosed(wt.dropped) {
+			return nil
+		}
+		return s.frames(frames)
+	}
+	coalesced := time.NewTimer(time.Hour)
+	coalesced.Stop()
+	defer coalesced.Stop()
+	ready := wt.ready
 	for {
 		select {
-		case e := <-wt.ch:
-			select {
-			case <-wt.dropped:
-				continue // dropped: what follows a gap is never sent
-			default:
-			}
-			if seen(e) {
+		case <-ready:
+			if wait := watchCoalesce - time.Since(lastSend); wait > 0 {
+				ready = nil // the timer sends what comes meanwhile too
+				coalesced.Reset(wait)
 				continue
 			}
-			if err := s.event(e.Pos.String(), feedType(e), feedData(e)); err != nil {
+			if err := send(); err != nil {
+				return a.endStream(s, err)
+			}
+		case <-coalesced.C:
+			ready = wt.ready
+			if err := send(); err != nil {
 				return a.endStream(s, err)
 			}
 		case <-keep.C:
@@ -236,6 +291,15 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 			return nil
 		}
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

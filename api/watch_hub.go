@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/checkpointd/checkpointd/metrics"
@@ -21,21 +24,38 @@ type FeedStore interface {
 // feedPage is how many events one feed read returns.
 const feedPage = 500
 
+// feedCoalesce is the least time between two reads of the feed: a busy
+// feed is read in batches, a quiet one at once.
+const feedCoalesce = 5 * time.Millisecond
+
 // feedRetry is how long the reader waits after a failed read: the store is
 // down, and every watcher waits for it with keep-alives meanwhile.
 const feedRetry = time.Second
 
 // feedHub is this replica's one feed reader: it reads each new change once
 // from the database when woken (a commit here, a NOTIFY from any replica)
-// and fans it out to the watchers' buffers. It never blocks on a watcher:
-// a full buffer drops that watcher. It runs while there are watchers.
+// and fans it out to the watchers' queues. It never blocks on a watcher,
+// and what waits for watchers is bounded three ways (docs/watch.md): a
+// stream's queue by count and bytes (past either, that watcher is dropped,
+// slow_client), all queues together by bytes (past it, the watcher holding
+// most is dropped, memory_budget), and the streams by number, per token and
+// in all (past either, a new stream is refused with 429). It runs while
+// there are watchers.
 type feedHub struct {
 	st      FeedStore
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	limits  watchLimits
 
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
+	// bySession holds the watchers of one session; anyChange those with no
+	// session filter: a change is offered to its session's and to those.
+	bySession map[string]map[*watcher]struct{}
+	anyChange map[*watcher]struct{}
+	perToken  map[string]int
+	// queued is the bytes waiting in every watcher's queue.
+	queued atomic.Int64
 	// pos is where the reader is: every change up to pos was fanned out to
 	// the watchers joined then, every later one goes to every watcher.
 	pos store.FeedPos
@@ -43,36 +63,139 @@ type feedHub struct {
 	run *feedRun
 }
 
+// watchLimits bound what watchers may hold (defaults DefaultWatch…).
+type watchLimits struct {
+	queueEvents    int   // per stream
+	queueBytes     int64 // per stream
+	memory         int64 // every stream's queue together
+	streams        int   // open streams on this replica
+	streamsByToken int   // open streams of one token
+}
+
 type feedRun struct {
 	cancel context.CancelFunc
 }
 
-// watcher is one stream's subscription.
+// watcher is one stream's subscription: the queue the hub fills and the
+// stream empties.
 type watcher struct {
-	match func(store.FeedEvent) bool
-	ch    chan store.FeedEvent
+	match   func(store.FeedEvent) bool
+	token   string
+	session string // the stream's session filter, "" for none
+
+	mu    sync.Mutex
+	queue []*feedItem
+	bytes int64
+	// ready has a value while the queue may hold something.
+	ready chan struct{}
 	// dropped is closed when the hub gave up on the watcher; reason says why.
 	dropped chan struct{}
 	reason  string
 	once    sync.Once
+	// onDrop, when set, is called once the watcher is dropped: it ends a
+	// write blocked on a client that stopped reading.
+	onDrop func()
+	hub    *feedHub
 }
 
-func newWatcher(match func(store.FeedEvent) bool, buffer int) *watcher {
-	return &watcher{match: match, ch: make(chan store.FeedEvent, buffer), dropped: make(chan struct{})}
+func newWatcher(match func(store.FeedEvent) bool, token, session string) *watcher {
+	return &watcher{match: match, token: token, session: session, ready: make(chan struct{}, 1), dropped: make(chan struct{})}
 }
 
+// feedItem is one change as the streams send it: encoded once, whatever
+// the number of streams it goes to, and shared by their queues.
+type feedItem struct {
+	event store.FeedEvent
+	frame []byte // the SSE frame: id, event and data lines
+}
+
+// cost is what the item counts against a queue's bounds: its frame, its
+// data and the structs around them, as if no other queue shared it (the
+// bound errs on the side of dropping).
+func (it *feedItem) cost() int64 { return int64(len(it.frame)+len(it.event.Data)) + 256 }
+
+// drop ends the watcher once: its queue is freed at once (nothing after a
+// gap is ever sent), and a write blocked on its client is ended.
 func (w *watcher) drop(reason string) {
 	w.once.Do(func() {
 		w.reason = reason
 		close(w.dropped)
+		w.mu.Lock()
+		freed := w.bytes
+		w.queue, w.bytes = nil, 0
+		onDrop := w.onDrop
+		w.mu.Unlock()
+		if w.hub != nil {
+			w.hub.queued.Add(-freed)
+		}
+		if onDrop != nil {
+			onDrop()
+		}
 	})
 }
 
+// setOnDrop sets onDrop, calling it at once if the watcher is dropped
+// already.
+func (w *watcher) setOnDrop(f func()) {
+	w.mu.Lock()
+	w.onDrop = f
+	w.mu.Unlock()
+	select {
+	case <-w.dropped:
+		f()
+	default:
+	}
+}
+
+// push queues it, or drops the watcher when its queue is full. The caller
+// holds the hub's lock.
+func (w *watcher) push(it *feedItem, l watchLimits) {
+	size := it.cost()
+	w.mu.Lock()
+	if len(w.queue) >= l.queueEvents || w.bytes+size > l.queueBytes {
+		w.mu.Unlock()
+		w.drop(metrics.WatchSlowClient)
+		return
+	}
+	w.queue = append(w.queue, it)
+	w.bytes += size
+	w.mu.Unlock()
+	if w.hub != nil {
+		w.hub.queued.Add(size)
+	}
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the queue and returns what it held, in order.
+func (w *watcher) take() []*feedItem {
+	w.mu.Lock()
+	evs, freed := w.queue, w.bytes
+	w.queue, w.bytes = nil, 0
+	w.mu.Unlock()
+	if w.hub != nil {
+		w.hub.queued.Add(-freed)
+	}
+	return evs
+}
+
+// errTooManyWatchers refuses a stream past the caps (429).
+var errTooManyWatchers = errors.New("too many watch streams")
+
 // join subscribes w and returns the hub's position: every change after it
-// reaches w's buffer; what lies before it the caller reads itself.
+// reaches w's queue; what lies before it the caller reads itself. Past the
+// caps it refuses (errTooManyWatchers) and w is not joined.
 func (h *feedHub) join(ctx context.Context, w *watcher) (store.FeedPos, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	switch {
+	case len(h.watchers) >= h.limits.streams:
+		return store.FeedPos{}, fmt.Errorf("%w: this replica serves %d at most", errTooManyWatchers, h.limits.streams)
+	case h.perToken[w.token] >= h.limits.streamsByToken:
+		return store.FeedPos{}, fmt.Errorf("%w: a token may hold %d at once", errTooManyWatchers, h.limits.streamsByToken)
+	}
 	if h.run == nil {
 		// Listen first, then read the head: a commit after the head wakes us.
 		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -90,23 +213,57 @@ func (h *feedHub) join(ctx context.Context, w *watcher) (store.FeedPos, error) {
 		h.run, h.pos = r, head
 		go h.read(rctx, r, wake)
 	}
-	if h.watchers == nil {
-		h.watchers = map[*watcher]struct{}{}
-	}
-	h.watchers[w] = struct{}{}
+	w.hub = h
+	h.add(w)
 	h.metrics.SetWatchers(len(h.watchers))
 	return h.pos, nil
 }
 
-// leave unsubscribes w; the last one out stops the reader.
+// leave unsubscribes w and frees its queue; the last one out stops the
+// reader.
 func (h *feedHub) leave(w *watcher) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.watchers, w)
+	if _, ok := h.watchers[w]; !ok {
+		return
+	}
+	h.remove(w)
+	w.take()
 	h.metrics.SetWatchers(len(h.watchers))
 	if len(h.watchers) == 0 && h.run != nil {
 		h.run.cancel()
 		h.run = nil
+	}
+}
+
+// add and remove keep the watchers' indexes; the caller holds h.mu.
+func (h *feedHub) add(w *watcher) {
+	if h.watchers == nil {
+		h.watchers, h.perToken = map[*watcher]struct{}{}, map[string]int{}
+		h.bySession, h.anyChange = map[string]map[*watcher]struct{}{}, map[*watcher]struct{}{}
+	}
+	h.watchers[w] = struct{}{}
+	h.perToken[w.token]++
+	if w.session == "" {
+		h.anyChange[w] = struct{}{}
+		return
+	}
+	if h.bySession[w.session] == nil {
+		h.bySession[w.session] = map[*watcher]struct{}{}
+	}
+	h.bySession[w.session][w] = struct{}{}
+}
+
+func (h *feedHub) remove(w *watcher) {
+	delete(h.watchers, w)
+	if h.perToken[w.token]--; h.perToken[w.token] <= 0 {
+		delete(h.perToken, w.token)
+	}
+	delete(h.anyChange, w)
+	if ws := h.bySession[w.session]; ws != nil {
+		if delete(ws, w); len(ws) == 0 {
+			delete(h.bySession, w.session)
+		}
 	}
 }
 
@@ -128,6 +285,14 @@ func (h *feedHub) read(ctx context.Context, r *feedRun, wake <-chan struct{}) {
 			}
 			h.log.Warn("change feed read failed; retrying", slog.String("err", safeText(err.Error())))
 			retry = time.After(feedRetry)
+			continue
+		}
+		// Under a busy feed one read takes every commit of the last
+		// feedCoalesce: a wake-up that came meanwhile stays pending.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(feedCoalesce):
 		}
 	}
 }
@@ -158,32 +323,52 @@ func (h *feedHub) catchUp(ctx context.Context, r *feedRun) error {
 
 // fanOut hands evs to every watcher that wants them and moves the hub to
 // next, in one critical section: a watcher joining sees either all of evs
-// as its backlog or all of them in its buffer. A watcher whose buffer is
-// full is dropped, never waited for.
+// as its backlog or all of them in its queue. A watcher whose queue is
+// full is dropped, never waited for; past the memory budget, so is the one
+// holding most.
 func (h *feedHub) fanOut(r *feedRun, evs []store.FeedEvent, next store.FeedPos) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.run != r {
 		return false
 	}
-	for w := range h.watchers {
-		select {
-		case <-w.dropped:
-			continue // nothing after a gap: its client resumes from what it has
-		default:
-		}
-	events:
-		for _, e := range evs {
-			if !w.match(e) {
-				continue
-			}
-			select {
-			case w.ch <- e:
-			default:
-				w.drop(metrics.WatchSlowClient)
-				break events
+	// Event by event, to the watchers it may concern: each watcher still
+	// gets its changes in order, and each change is encoded once, when a
+	// stream first wants it.
+	for _, e := range evs {
+		var item *feedItem
+		offer := func(ws map[*watcher]struct{}) {
+			for w := range ws {
+				if isClosed(w.dropped) || !w.match(e) {
+					continue // nothing after a gap: its client resumes from what it has
+				}
+				if item == nil {
+					item = &feedItem{event: e, frame: feedFrame(e)}
+				}
+				w.push(item, h.limits)
 			}
 		}
+		if e.DrainID != "" { // a drain's change goes to every stream
+			offer(h.watchers)
+			continue
+		}
+		offer(h.anyChange)
+		offer(h.bySession[e.SessionID])
+	}
+	for h.queued.Load() > h.limits.memory {
+		var most *watcher
+		var bytes int64
+		for w := range h.watchers {
+			w.mu.Lock()
+			if w.bytes > bytes {
+				most, bytes = w, w.bytes
+			}
+			w.mu.Unlock()
+		}
+		if most == nil {
+			break
+		}
+		most.drop(metrics.WatchMemoryBudget)
 	}
 	h.pos = next
 	return true

@@ -2,11 +2,14 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/checkpointd/checkpointd"
@@ -20,10 +23,19 @@ type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
-	buf     bytes.Buffer
 	// timedOut records that a write hit its deadline: the client stopped
 	// reading (a drop, counted), rather than went away.
 	timedOut bool
+	// aborted is set by abort, from the hub's goroutine.
+	aborted atomic.Bool
+}
+
+// abort makes the write in progress, and every later one, fail at once: the
+// hub dropped the stream and its client is not waited for. Safe to call
+// from any goroutine.
+func (s *sse) abort() {
+	s.aborted.Store(true)
+	_ = s.rc.SetWriteDeadline(time.Unix(1, 0))
 }
 
 // writeError is a write to the client that failed: it is gone, or it
@@ -35,6 +47,29 @@ type writeError struct {
 
 func (e *writeError) Error() string { return "write to the watch client: " + e.err.Error() }
 
+// watchSendBuffer bounds the kernel's send buffer of a watch stream's
+// connection. Left to autotuning it grows to megabytes: a client that
+// stopped reading would look alive for as long as that takes to fill, at
+// that cost in kernel memory per stream. 256 KiB still carries a busy
+// feed over a 100 ms round trip.
+const watchSendBuffer = 256 << 10
+
+type connKey struct{}
+
+// ConnContext, as an http.Server's ConnContext, lets a watch stream reach
+// its connection to bound its send buffer (watchSendBuffer). Without it a
+// stream works the same, with the kernel's default buffer.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// boundSendBuffer applies watchSendBuffer to the request's connection.
+func boundSendBuffer(r *http.Request) {
+	if c, ok := r.Context().Value(connKey{}).(*net.TCPConn); ok {
+		_ = c.SetWriteBuffer(watchSendBuffer)
+	}
+}
+
 func newSSE(w http.ResponseWriter, timeout time.Duration) *sse {
 	rc := http.NewResponseController(w)
 	// A stream outlives the server's ReadTimeout, which would otherwise
@@ -45,32 +80,65 @@ func newSSE(w http.ResponseWriter, timeout time.Duration) *sse {
 
 // comment writes a comment line (keep-alives; clients ignore them).
 func (s *sse) comment(text string) error {
-	s.buf.Reset()
-	s.buf.WriteString(": " + text + "\n\n")
-	return s.flush()
+	return s.frames([][]byte{[]byte(": " + text + "\n\n")})
 }
 
 // event writes one event; id "" leaves the client's last id as it was.
 func (s *sse) event(id, typ string, data any) error {
-	b, err := json.Marshal(data)
+	frame, err := sseFrame(id, typ, data)
 	if err != nil {
 		return err
 	}
-	s.buf.Reset()
-	if id != "" {
-		s.buf.WriteString("id: " + id + "\n")
-	}
-	s.buf.WriteString("event: " + typ + "\n")
-	s.buf.WriteString("data: ")
-	s.buf.Write(b) // JSON has no raw newline
-	s.buf.WriteString("\n\n")
-	return s.flush()
+	return s.frames([][]byte{frame})
 }
 
-func (s *sse) flush() error {
+// sseFrame is one event's lines.
+func sseFrame(id, typ string, data any) ([]byte, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(b) + len(id) + len(typ) + 24)
+	if id != "" {
+		buf.WriteString("id: " + id + "\n")
+	}
+	buf.WriteString("event: " + typ + "\n")
+	buf.WriteString("data: ")
+	buf.Write(b) // JSON has no raw newline
+	buf.WriteString("\n\n")
+	return buf.Bytes(), nil
+}
+
+// feedFrame is a change's frame, as every stream that wants it sends it.
+func feedFrame(e store.FeedEvent) []byte {
+	frame, err := sseFrame(e.Pos.String(), feedType(e), feedData(e))
+	if err != nil { // cannot happen: feedData is maps of JSON values
+		frame, _ = sseFrame(e.Pos.String(), feedType(e), map[string]any{"session_id": e.SessionID})
+	}
+	return frame
+}
+
+// frames writes events as they are, then flushes once.
+func (s *sse) frames(frames [][]byte) error {
+	return s.write(func() error {
+		for _, f := range frames {
+			if _, err := s.w.Write(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// write runs put and flushes, under one deadline.
+func (s *sse) write(put func() error) error {
 	deadline := time.Now().Add(s.timeout)
 	_ = s.rc.SetWriteDeadline(deadline)
-	_, err := s.w.Write(s.buf.Bytes())
+	if s.aborted.Load() { // after setting it: an abort in between still wins
+		_ = s.rc.SetWriteDeadline(time.Unix(1, 0))
+	}
+	err := put()
 	if err == nil {
 		err = s.rc.Flush()
 	}

@@ -36,7 +36,7 @@ func BenchmarkCheckpointWriteHTTP(b *testing.B) {
 				ws[i] = writer{"/v1/sessions/" + id + "/checkpoints", doc}
 			}
 			var next atomic.Int64
-			client := d.srv.Client()
+			client := d.client
 			b.ReportAllocs()
 			b.SetParallelism((writers + 1) / 2) // GOMAXPROCS 2 here: 16 goroutines
 			b.ResetTimer()
@@ -45,7 +45,7 @@ func BenchmarkCheckpointWriteHTTP(b *testing.B) {
 				for n := 0; pb.Next(); n++ {
 					w.doc["note"] = fmt.Sprint(n)
 					raw, _ := json.Marshal(w.doc)
-					req, _ := http.NewRequest("POST", d.srv.URL+w.path, bytes.NewReader(raw))
+					req, _ := http.NewRequest("POST", d.url+w.path, bytes.NewReader(raw))
 					req.Header.Set("Authorization", "Bearer "+d.token)
 					req.Header.Set("Content-Type", "application/json")
 					resp, err := client.Do(req)

@@ -126,7 +126,7 @@ func New() *Metrics {
 		Help: "Open GET /v1/watch streams on this replica."})
 	f(m.watchers)
 	m.watchDropped = counter("watch_dropped_total",
-		"Watch streams this replica ended because the client fell behind: slow_client (its buffer filled), write_timeout (a write blocked).", "reason")
+		"Watch streams this replica ended because the client fell behind: slow_client (its queue filled), write_timeout (a write blocked), memory_budget (the queues of all streams passed the budget; it held most).", "reason")
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.SetDrainState(DrainNone)
@@ -421,6 +421,7 @@ func statusClass(status int) string {
 const (
 	WatchSlowClient   = "slow_client"
 	WatchWriteTimeout = "write_timeout"
+	WatchMemoryBudget = "memory_budget"
 )
 
 // SetWatchers sets the number of open watch streams.
@@ -436,5 +437,5 @@ func (m *Metrics) WatchDropped(reason string) {
 	if m == nil {
 		return
 	}
-	m.watchDropped.WithLabelValues(oneOf(reason, []string{WatchSlowClient, WatchWriteTimeout})).Inc()
+	m.watchDropped.WithLabelValues(oneOf(reason, []string{WatchSlowClient, WatchWriteTimeout, WatchMemoryBudget})).Inc()
 }

@@ -64,6 +64,12 @@ func serveCommand(from func(string) cli.ValueSourceChain, dataFlags, logFlags []
 			Usage: "this replica's journal of failed checkpoint writes the store could not record (default <data-dir>/write-failures.journal); one per replica"},
 		&cli.DurationFlag{Name: "drain-confirm-timeout", Value: writefail.DefaultConfirmTimeout, Sources: from("CHECKPOINTD_DRAIN_CONFIRM_TIMEOUT"),
 			Usage: "how long a drain completion waits for every replica to confirm it keeps no unrecorded failed write"},
+		&cli.IntFlag{Name: "watch-memory-mib", Value: api.DefaultWatchMemory >> 20, Sources: from("CHECKPOINTD_WATCH_MEMORY_MIB"),
+			Usage: "MiB the change feed's queues may hold for all watch streams together; past it the stream holding most is dropped (memory_budget)"},
+		&cli.IntFlag{Name: "watch-max-streams", Value: api.DefaultWatchStreams, Sources: from("CHECKPOINTD_WATCH_MAX_STREAMS"),
+			Usage: "open watch streams this replica serves; past it a new one is 429 too_many_watchers"},
+		&cli.IntFlag{Name: "watch-max-streams-per-token", Value: api.DefaultWatchStreamsPerToken, Sources: from("CHECKPOINTD_WATCH_MAX_STREAMS_PER_TOKEN"),
+			Usage: "open watch streams one token may hold on this replica; past it a new one is 429 too_many_watchers"},
 	}
 	flags = append(flags, reconcileServeFlags(from)...)
 	flags = append(flags, retentionServeFlags(from)...)
@@ -220,6 +226,8 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 			Forge: reconciler.Forge != nil},
 		WatchStop: watchStop, WatchBacklog: watchBacklog(retention.EventAge),
 		Failures: journal, DrainConfirmTimeout: c.Duration("drain-confirm-timeout"),
+		WatchMemory: c.Int64("watch-memory-mib") << 20, WatchStreams: int(c.Int("watch-max-streams")),
+		WatchStreamsPerToken: int(c.Int("watch-max-streams-per-token")),
 	}
 	// The drain gauges mirror the store at every scrape: another replica
 	// may have started or ended the drain, and a restart keeps a running
@@ -263,6 +271,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext:       api.ConnContext, // a watch stream bounds its socket's send buffer
 	}
 	srv.RegisterOnShutdown(func() { close(watchStop) })
 	metricsAddr := ""

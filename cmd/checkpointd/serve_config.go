@@ -65,6 +65,11 @@ func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logge
 	if n := c.Int("database-max-conns"); n <= 0 {
 		return nil, fmt.Errorf("--database-max-conns must be positive, not %d", n)
 	}
+	for _, name := range []string{"watch-memory-mib", "watch-max-streams", "watch-max-streams-per-token"} {
+		if n := c.Int(name); n <= 0 {
+			return nil, fmt.Errorf("--%s must be positive, not %d", name, n)
+		}
+	}
 	if d := c.Duration("drain-confirm-timeout"); d <= 0 {
 		return nil, fmt.Errorf("--drain-confirm-timeout must be positive, not %v", d)
 	}
