@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 
@@ -77,7 +78,9 @@ func errorResult(err error) *sdk.CallToolResult {
 		if te.Code == "" {
 			te.Code = "http_error"
 		}
-	case errors.As(err, &t):
+	case errors.As(err, &t), errors.Is(err, context.DeadlineExceeded):
+		// A deadline is the bridge's call timeout (or the caller's): the
+		// daemon did not answer in time, which tells nothing of the effect.
 		te.Code, te.Next = "unreachable", "The daemon did not answer; the call may or may not have taken effect: read the state back (session_resume) before repeating anything that is not idempotent."
 	}
 	b, _ := json.Marshal(te)

@@ -46,6 +46,10 @@ type Options struct {
 	// ListSessions bounds how many in-scope active sessions resources/list
 	// shows (default 100); the template reads any other.
 	ListSessions int
+	// CallTimeout bounds each tool call and resource read, retries
+	// included (0: none but the caller's). A daemon that hangs then
+	// answers the model "unreachable" instead of holding the call.
+	CallTimeout time.Duration
 }
 
 // instructions tell a model how the tools fit together.
@@ -75,7 +79,27 @@ func New(c *client.Client, opts Options) *sdk.Server {
 	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: sessionPrefix + "{id}", Name: "session", Title: "A session",
 		MIMEType: "application/json", Description: "A session in the token's scope: its summary and validity, and its latest checkpoint. Subscribe to hear when it changes."},
 		r.read)
+	if opts.CallTimeout > 0 {
+		s.AddReceivingMiddleware(callTimeout(opts.CallTimeout))
+	}
 	return s
+}
+
+// callTimeout bounds the requests that call the daemon: a tool call or a
+// resource read past d ends with its context, which the tools answer as
+// "unreachable" (the call may or may not have taken effect).
+func callTimeout(d time.Duration) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			switch method {
+			case "tools/call", "resources/read", "resources/list":
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // resources serves the sessions as resources and feeds subscriptions.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
@@ -21,7 +22,9 @@ func mcpCommand(clientFlags []cli.Flag) *cli.Command {
 	return &cli.Command{
 		Name:  "mcp",
 		Usage: "serve the daemon's MCP tools on stdin/stdout, calling the daemon at --url with --token (for MCP clients that spawn local servers)",
-		Flags: clientFlags,
+		Flags: append(clientFlags[:len(clientFlags):len(clientFlags)],
+			&cli.DurationFlag{Name: "call-timeout", Value: 30 * time.Second, Sources: cli.EnvVars("CHECKPOINTD_MCP_CALL_TIMEOUT"),
+				Usage: "bound on each tool call and resource read toward the daemon, retries included; past it the tool answers unreachable"}),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			token := strings.TrimSpace(c.String("token"))
 			if token == "" {
@@ -31,7 +34,10 @@ func mcpCommand(clientFlags []cli.Flag) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return mcp.New(cl, mcp.Options{Version: version()}).Run(ctx, &sdk.StdioTransport{})
+			if c.Duration("call-timeout") <= 0 {
+				return errors.New("mcp: --call-timeout must be positive")
+			}
+			return mcp.New(cl, mcp.Options{Version: version(), CallTimeout: c.Duration("call-timeout")}).Run(ctx, &sdk.StdioTransport{})
 		},
 	}
 }

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -55,5 +62,90 @@ func TestMCPBridge(t *testing.T) {
 		Arguments: map[string]any{"repo": "other/repo", "role": "author", "agent": map[string]any{}}})
 	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, `"code":"forbidden"`) {
 		t.Errorf("out of scope over the bridge: %v %+v", err, res)
+	}
+}
+
+// TestMCPBridgeAgainstABadDaemon: the stdio bridge in front of something
+// that is not a healthy daemon — an answer that is not JSON, one far past
+// any real answer's size, one that never comes, one that stops halfway —
+// answers each tool call with an error result the model can read, within
+// its --call-timeout, and stays up for the next call.
+func TestMCPBridgeAgainstABadDaemon(t *testing.T) {
+	bin := buildBinary(t)
+	var mode atomic.Value
+	mode.Store("garbage")
+	release := make(chan struct{})
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read first: net/http notices a client that went away (and ends
+		// the request's context) only once the body is consumed.
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch mode.Load() {
+		case "garbage":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(201)
+			io.WriteString(w, "<html>\x00\xff not json")
+		case "huge":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(201)
+			chunk := bytes.Repeat([]byte(`{"a":1},`), 8<<10)
+			for range 400 { // ~26 MB, past the client's 16 MiB bound
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		case "hang":
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		case "half":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(201)
+			io.WriteString(w, `{"session":{"id":`)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}
+	}))
+	defer bad.Close()
+	defer close(release) // before Close: it waits for the handlers
+
+	c := sdk.NewClient(&sdk.Implementation{Name: "bridge-test", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &sdk.CommandTransport{Command: exec.Command(bin, "mcp", "--url", bad.URL,
+		"--token", "cpd_not_checked_here", "--call-timeout", "2s")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tc := range []struct{ mode, want string }{
+		{"garbage", "not the JSON expected"}, {"huge", "exceeds"}, {"hang", `"code":"unreachable"`},
+		{"half", `"code":"unreachable"`}, {"garbage", "not the JSON expected"},
+	} {
+		mode.Store(tc.mode)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "session_start",
+			Arguments: map[string]any{"repo": "acme/widgets", "role": "author", "agent": map[string]any{"runtime": "bridge"}}})
+		cancel()
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s: the call failed as a protocol error (the bridge is down?): %v", tc.mode, err)
+		}
+		text := ""
+		if len(res.Content) > 0 {
+			text = res.Content[0].(*sdk.TextContent).Text
+		}
+		if !res.IsError || !strings.Contains(text, tc.want) {
+			t.Errorf("%s: isError %v, %s; want %s", tc.mode, res.IsError, text, tc.want)
+		}
+		if took > 15*time.Second {
+			t.Errorf("%s: answered after %s with a 2s call timeout", tc.mode, took)
+		}
+		if strings.ContainsRune(text, 0) {
+			t.Errorf("%s: the answer carries the daemon's raw bytes: %q", tc.mode, text)
+		}
 	}
 }
