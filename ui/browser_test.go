@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ type console struct {
 	operator string
 	reader   string
 	agent    string
+	// liveRefreshes counts the pages' live refetches: each is a change
+	// that reached an open page.
+	liveRefreshes atomic.Int64
 }
 
 // webhookSecret signs the test's deliveries.
@@ -50,9 +54,15 @@ func newConsoleWith(t *testing.T, liveness time.Duration) *console {
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: checkpointd.DefaultWorkflow().Stages}))
 	mux.Handle("/", apiHandler)
-	srv := httptest.NewServer(mux)
+	c := &console{t: t, store: s}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Console-Live") != "" {
+			c.liveRefreshes.Add(1) // live.js refetching the page after a change
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
-	c := &console{t: t, URL: srv.URL, store: s}
+	c.URL = srv.URL
 	c.operator = c.token(checkpointd.RoleOperator, nil)
 	c.reader = c.token(checkpointd.RoleReader, []string{"acme/*"})
 	c.agent = c.token(checkpointd.RoleAgent, []string{"acme/*"})
