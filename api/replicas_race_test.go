@@ -16,8 +16,9 @@ import (
 // one force-clearing it as the race ends. Every answer says what happened
 // to the call (201, 409 run_superseded, run_active, session_ended,
 // no_current_run, 410 gone, 404) — never 503: lock conflicts, serialization
-// failures and deadlocks under contention are not an outage. Exactly one
-// run is current when the takeovers end.
+// failures and deadlocks under contention are not an outage; a takeover
+// that finds the session cleared answers 410, not session_ended. Exactly
+// one run is current when the takeovers end.
 func TestTakeoverRacesAcrossReplicas(t *testing.T) {
 	url := storetest.URL(t, storetest.Postgres)
 	var hs []*harness
@@ -74,6 +75,12 @@ func TestTakeoverRacesAcrossReplicas(t *testing.T) {
 				if k[0] == '5' {
 					t.Errorf("%d answers %s", n, k)
 				}
+			}
+			// A session force-cleared under a takeover is gone (410) to
+			// the takeover that finds it so, never merely ended: nothing
+			// here ends it. It used to answer 409 session_ended.
+			if n := statuses["409 session_ended"]; ending == "clear" && n > 0 {
+				t.Errorf("%d takeovers racing the clear answered 409 session_ended, want 410 gone", n)
 			}
 			if ending != "" {
 				return

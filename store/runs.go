@@ -87,6 +87,13 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 		}
 		var token, eseq int64
 		if err := tx.QueryRowxContext(ctx, tx.Rebind(q), rid, micros(now), micros(now), sessionID).Scan(&token, &eseq); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				// Force-cleared between the read and the update: gone,
+				// not ended (the row and its tombstone are read afresh).
+				if _, err := getSessionState(ctx, tx, sessionID); err != nil {
+					return err
+				}
+			}
 			if errors.Is(err, sql.ErrNoRows) && !in.Takeover {
 				return fmt.Errorf("%w: a run started meanwhile; start with takeover to supersede it", checkpointd.ErrRunActive)
 			}
