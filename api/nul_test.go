@@ -56,6 +56,25 @@ func TestNULIsBadInputOnEveryBackend(t *testing.T) {
 			})
 		}
 
+		// A document's fields that bind the session or fill its columns
+		// refuse NUL, on both backends, naming the field.
+		for field, edit := range map[string]func(d map[string]any){
+			"/workspace/branch": func(d map[string]any) {
+				d["workspace"] = map[string]any{"branch": "fix-12\x00", "head": "0123456789abcdef0123456789abcdef01234567"}
+			},
+			"/workspace/worktree": func(d map[string]any) {
+				d["workspace"] = map[string]any{"branch": "fix-12", "worktree": "/w\x00", "head": "0123456789abcdef0123456789abcdef01234567"}
+			},
+			"/stage":             func(d map[string]any) { d["stage"] = "implementing\x00" },
+			"/next_action/actor": func(d map[string]any) { d["next_action"] = map[string]any{"actor": "author\x00", "action": "x"} },
+			"/target/repo":       func(d map[string]any) { d["target"] = map[string]any{"repo": "acme/widgets\x00", "issue": 12} },
+		} {
+			r := h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok, edit)).expect(t, 422, "invalid_checkpoint")
+			if !namesField(r, field) {
+				t.Errorf("a NUL in %s: %s does not name it", field, r.raw)
+			}
+		}
+
 		// A NUL in the checkpoint document is text like any other: escaped
 		// in JSON, kept and read back on both backends.
 		doc := checkpointDoc(run, tok, func(d map[string]any) {

@@ -31,7 +31,7 @@ const (
 	// DefaultWatchStreams and DefaultWatchStreamsPerToken cap the open
 	// streams of a replica and of one token; past either, 429.
 	DefaultWatchStreams         = 4096
-	DefaultWatchStreamsPerToken = 64
+	DefaultWatchStreamsPerToken = 256
 	// watchRetryAfter is the Retry-After of a stream refused past a cap.
 	watchRetryAfter = "5"
 	// DefaultWatchWriteTimeout bounds one write to a client: a client that
