@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net"
@@ -16,7 +17,7 @@ import (
 	"github.com/checkpointd/checkpointd/store"
 )
 
-// sse writes Server-Sent Events, one flush per event. Every write has a
+// sse writes Server-Sent Events, one flush per batch of events. Every write has a
 // deadline: a client that stops reading fails the write instead of
 // holding the handler (and so its buffer) forever.
 type sse struct {
@@ -65,8 +66,12 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 
 // boundSendBuffer applies watchSendBuffer to the request's connection.
 func boundSendBuffer(r *http.Request) {
-	if c, ok := r.Context().Value(connKey{}).(*net.TCPConn); ok {
-		_ = c.SetWriteBuffer(watchSendBuffer)
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if tcp, ok := c.(*net.TCPConn); ok {
+		_ = tcp.SetWriteBuffer(watchSendBuffer)
 	}
 }
 
