@@ -44,7 +44,8 @@ type CheckpointWrite struct {
 // changes at most once per refresh per session, and an ordinary write
 // changes no indexed column (a HOT update on PostgreSQL). No extra
 // statement on the write path.
-const advanceSession = `
+const (
+	advanceSessionSet = `
 UPDATE sessions SET
     checkpoint_seq = checkpoint_seq + 1,
     event_seq = event_seq + 1,
@@ -60,18 +61,19 @@ UPDATE sessions SET
     run_seen_at = CASE WHEN run_seen_at < ? THEN ? ELSE run_seen_at END,
     write_failed_at = NULL,
     write_failed_code = ''
-WHERE id = ? AND state = 'active' AND current_run_id = ? AND current_run_id <> '' AND run_seq = ?
+`
+	advanceSessionGuard = ` AND state = 'active' AND current_run_id = ? AND current_run_id <> '' AND run_seq = ?
 RETURNING checkpoint_seq, event_seq, repo, role, validity, leases_ok, branch, pr, latest_complete, latest_missing, drain_ready,
-    NULL AS old_branch, NULL AS old_pr`
-
-// advanceSessionPG is advanceSession that also returns the binding before
-// the write (the locked row's, read by the FROM): on PostgreSQL a write
-// that moves its session to another ref must read that ref's live state
-// with a lock (WriteCheckpoint).
-var advanceSessionPG = strings.Replace(strings.Replace(advanceSession,
-	"WHERE id = ? AND state",
-	"FROM (SELECT id AS old_id, branch AS old_branch, pr AS old_pr FROM sessions WHERE id = ? FOR UPDATE) o\nWHERE sessions.id = o.old_id AND state", 1),
-	"NULL AS old_branch, NULL AS old_pr", "o.old_branch, o.old_pr", 1)
+    `
+	advanceSession = advanceSessionSet + `WHERE id = ?` + advanceSessionGuard + `NULL AS old_branch, NULL AS old_pr`
+	// advanceSessionPG is advanceSession that also returns the binding
+	// before the write (the locked row's, read by the FROM): on PostgreSQL
+	// a write that moves its session to another ref must read that ref's
+	// live state with a lock (WriteCheckpoint).
+	advanceSessionPG = advanceSessionSet +
+		`FROM (SELECT id AS old_id, branch AS old_branch, pr AS old_pr FROM sessions WHERE id = ? FOR UPDATE) o
+WHERE sessions.id = o.old_id` + advanceSessionGuard + `o.old_branch, o.old_pr`
+)
 
 // setReadiness keeps what the drain gate needs on the session row; a
 // checkpoint written while a drain runs makes the session ready for it when

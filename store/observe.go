@@ -123,7 +123,7 @@ ON CONFLICT (repo_id) DO UPDATE SET full_name = excluded.full_name, seen_at = ex
 		{&st.prevLiveRef, `SELECT head, state, observed_at, source FROM live_refs WHERE repo_key = ? AND ref = ?`},
 		{&st.upsertLiveRef, upsertLiveRef},
 		{&st.countBranch, countBoundSQL},
-		{&st.countPR, strings.Replace(countBoundSQL, "AND branch = ?", "AND pr = ?", 1)},
+		{&st.countPR, countBoundPRSQL},
 	} {
 		prepared, err := s.prepared(ctx, s.wdb, p.query)
 		if err != nil {
@@ -251,8 +251,13 @@ func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRef
 
 // countBoundSQL reads the sessions bound to a branch (or, with pr for
 // branch, to a PR) as one row per distinct (head, validity, leases).
-const countBoundSQL = `SELECT '' AS id, head, validity, '' AS validity_reason, leases_ok, COUNT(*) AS n FROM sessions
-WHERE repo_key = ? AND branch = ? AND state = 'active' GROUP BY head, validity, leases_ok`
+const (
+	countBoundSelect = `SELECT '' AS id, head, validity, '' AS validity_reason, leases_ok, COUNT(*) AS n FROM sessions
+WHERE repo_key = ? AND `
+	countBoundGroup = ` = ? AND state = 'active' GROUP BY head, validity, leases_ok`
+	countBoundSQL   = countBoundSelect + "branch" + countBoundGroup
+	countBoundPRSQL = countBoundSelect + "pr" + countBoundGroup
+)
 
 // countRef is judgeRef for a delivery's answer: how many sessions move to
 // each validity. count is countBoundSQL for the ref's kind.

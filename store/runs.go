@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -39,17 +38,24 @@ func getSessionState(ctx context.Context, tx *sqlx.Tx, id string) (*sessionState
 	return &st, err
 }
 
-const takeOver = `
+// takeOver and startParked share their text by composition, not by
+// editing one into the other: a replace that stops matching would change
+// nothing, silently.
+const (
+	startRunSet = `
 UPDATE sessions SET current_run_id = ?, run_seq = run_seq + 1, event_seq = event_seq + 2, updated_at = ?, run_seen_at = ?
-WHERE id = ? AND state = 'active'
+WHERE id = ? AND state = 'active'`
+	startRunReturning = `
 RETURNING run_seq, event_seq`
+	takeOver = startRunSet + startRunReturning
+)
 
 const supersedeRun = `UPDATE runs SET superseded_at = ?, superseded_by = ? WHERE id = ?`
 
 // startParked is takeOver for a parked session: only while it still has
 // no current run, so a run started concurrently is never superseded by a
 // start that did not ask to take over.
-var startParked = strings.Replace(takeOver, "WHERE id = ? AND state = 'active'", "WHERE id = ? AND state = 'active' AND current_run_id = ''", 1)
+const startParked = startRunSet + ` AND current_run_id = ''` + startRunReturning
 
 // StartRun starts a new run on an active session. Without takeover it fails
 // with checkpointd.ErrRunActive while the session has a current run; with
@@ -142,14 +148,17 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 	return run, nil
 }
 
-const endSession = `
+const (
+	endSessionSet = `
 UPDATE sessions SET state = 'ended', outcome = ?, ended_at = ?, updated_at = ?, run_seen_at = ?, event_seq = event_seq + 1
-WHERE id = ? AND state = 'active' AND current_run_id = ?
+WHERE id = ? AND state = 'active'`
+	endSessionReturning = `
 RETURNING event_seq, current_run_id`
-
-// endOnBehalf is endSession for an operator: whichever run is current, or
-// none (parked).
-var endOnBehalf = strings.Replace(endSession, " AND current_run_id = ?\n", "\n", 1)
+	endSession = endSessionSet + ` AND current_run_id = ?` + endSessionReturning
+	// endOnBehalf is endSession for an operator: whichever run is
+	// current, or none (parked).
+	endOnBehalf = endSessionSet + endSessionReturning
+)
 
 // SessionEnd is what ending a session needs; the API validated it.
 type SessionEnd struct {
