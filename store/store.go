@@ -118,6 +118,9 @@ type Store struct {
 	// failures counts the database failures met (failed): a connection
 	// held since the last one is checked before it is used again.
 	failures atomic.Int64
+	// idleConns is the PostgreSQL pool's idle bound, restored after
+	// dropIdleConns.
+	idleConns int
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
@@ -168,6 +171,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		db.SetMaxOpenConns(n)
 		db.SetMaxIdleConns(n)
 		db.SetConnMaxIdleTime(5 * time.Minute)
+		s.idleConns = n
 		s.dialect, s.rdb, s.wdb, s.url = migrations.Postgres, db, db, cfg.URL
 	} else {
 		if cfg.URL == "" {
@@ -283,11 +287,26 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error
 		if s.obs != nil {
 			s.obs.StoreRetry(why)
 		}
+		if why == RetryConnection {
+			s.dropIdleConns()
+		}
 		if why == RetryConflict {
 			if werr := sleepCtx(ctx, txBackoff(attempt)); werr != nil {
 				return s.classifyOp(OpWrite, err)
 			}
 		}
+	}
+}
+
+// dropIdleConns closes the pool's idle connections: one the server ended
+// means the others it held idle were most likely ended with it (a restart,
+// a failover, pg_terminate_backend), and each would otherwise cost an
+// attempt of its own — more dead connections than attempts made a write
+// fail after the server was back. Connections in use are left alone.
+func (s *Store) dropIdleConns() {
+	if s.idleConns > 0 {
+		s.wdb.SetMaxIdleConns(0)
+		s.wdb.SetMaxIdleConns(s.idleConns)
 	}
 }
 
