@@ -95,7 +95,8 @@ type watcher struct {
 	// onDrop, when set, is called once the watcher is dropped: it ends a
 	// write blocked on a client that stopped reading.
 	onDrop func()
-	hub    *feedHub
+	hub    *feedHub // set by join, before anything is queued
+
 }
 
 func newWatcher(match func(store.FeedEvent) bool, token, session string) *watcher {
@@ -125,9 +126,7 @@ func (w *watcher) drop(reason string) {
 		w.queue, w.bytes = nil, 0
 		onDrop := w.onDrop
 		w.mu.Unlock()
-		if w.hub != nil {
-			w.hub.queued.Add(-freed)
-		}
+		w.hub.queued.Add(-freed)
 		if onDrop != nil {
 			onDrop()
 		}
@@ -160,9 +159,7 @@ func (w *watcher) push(it *feedItem, l watchLimits) {
 	w.queue = append(w.queue, it)
 	w.bytes += size
 	w.mu.Unlock()
-	if w.hub != nil {
-		w.hub.queued.Add(size)
-	}
+	w.hub.queued.Add(size)
 	select {
 	case w.ready <- struct{}{}:
 	default:
@@ -175,9 +172,7 @@ func (w *watcher) take() []*feedItem {
 	evs, freed := w.queue, w.bytes
 	w.queue, w.bytes = nil, 0
 	w.mu.Unlock()
-	if w.hub != nil {
-		w.hub.queued.Add(-freed)
-	}
+	w.hub.queued.Add(-freed)
 	return evs
 }
 

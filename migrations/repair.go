@@ -105,7 +105,7 @@ func columns(ctx context.Context, tx *sql.Tx, d Dialect, table string) ([]string
 	if d == Postgres {
 		q = `SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1`
 	}
-	return strings1(ctx, tx, q, table)
+	return queryStrings(ctx, tx, q, table)
 }
 
 // indexColumns lists an index's key columns in order (none: no such index).
@@ -117,10 +117,10 @@ JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, n) ON TRUE
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
 WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace ORDER BY k.n`
 	}
-	return strings1(ctx, tx, q, index)
+	return queryStrings(ctx, tx, q, index)
 }
 
-func strings1(ctx context.Context, tx *sql.Tx, q string, arg any) ([]string, error) {
+func queryStrings(ctx context.Context, tx *sql.Tx, q string, arg any) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, q, arg)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,8 @@
 # included: a merge can change the set without a diff to its first parent),
 # the files (dialect, name, sha256 prefix) in migrations/testdata/history/
 # states.txt, and each file version that is not today's in
-# migrations/testdata/history/files/<dialect>/<name>@<sha>.sql.
+# migrations/testdata/history/files/<name>@<sha>.sql (named by its content, so
+# a version both dialects had is kept once).
 #
 # Run it, and commit what it writes, whenever a commit changes migrations/
 # (the test fails until then if a migration was edited). Usage, from the
@@ -12,7 +13,7 @@
 set -eu
 ref=${1:-HEAD}
 out=migrations/testdata/history
-mkdir -p "$out/files/sqlite" "$out/files/postgres"
+mkdir -p "$out/files"
 states=$(mktemp)
 trap 'rm -f "$states"' EXIT
 seen=""
@@ -27,7 +28,7 @@ for c in $(git log --first-parent --format=%h "$ref"); do
 			sum=$(git show "$c:$f" | sha256sum | cut -c1-12)
 			echo "$c $d $name $sum" >>"$states"
 			if [ ! -f "migrations/$d/$name" ] || [ "$(sha256sum <"migrations/$d/$name" | cut -c1-12)" != "$sum" ]; then
-				git show "$c:$f" >"$out/files/$d/$name@$sum.sql"
+				git show "$c:$f" >"$out/files/$name@$sum.sql"
 			fi
 		done
 	done
