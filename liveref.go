@@ -2,6 +2,7 @@ package checkpointd
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -74,4 +75,32 @@ func (l LiveRef) Name() string {
 		return "pull request #" + strconv.FormatInt(l.PR, 10)
 	}
 	return "branch " + l.Branch
+}
+
+// NextRefState is the live-ref transition: the state observation o gives
+// a ref whose last recorded state is prev (prev.State empty: never
+// observed). apply is false when o changes nothing and must not be
+// recorded: a webhook's hint about a pull request that ended.
+func NextRefState(prev LiveRef, o Observation) (next LiveRefState, apply bool) {
+	switch {
+	case o.End != "":
+		return o.End, true
+	case o.Authoritative || prev.State == "":
+		return RefOpen, true
+	case prev.State.Gone() && o.PR == 0:
+		// A push to a deleted branch name recreates the branch.
+		return RefOpen, true
+	case prev.State.Gone():
+		// A PR that ended stays ended until the forge says it reopened;
+		// a merged or deleted one cannot reopen.
+		if o.Before == "" && prev.State == RefClosed {
+			return RefOpen, true // reopened
+		}
+		return prev.State, false
+	case o.Before != "" && !strings.EqualFold(prev.Head, o.Before) && !strings.EqualFold(prev.Head, o.Head):
+		// A push that does not continue the head we hold arrived out of
+		// order (or is a stale redelivery): the evidence is ambiguous.
+		return RefAmbiguous, true
+	}
+	return RefOpen, true
 }

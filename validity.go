@@ -4,14 +4,13 @@ import "strings"
 
 // ValidityEvidence is what the daemon knows about a session's latest
 // checkpoint. Webhooks, reconcile, lease changes and checkpoint writes all
-// judge through JudgeValidity, so the verdict never depends on which of them
-// brought the evidence.
+// judge through Rejudge (a write through JudgeWrite, which calls it), so the
+// verdict never depends on which of them brought the evidence.
 type ValidityEvidence struct {
-	// Invalidated is set once the session was invalidated (its PR closed
-	// or its branch was deleted); it is final.
-	Invalidated bool
 	// LeasesHeld is false when a lease the checkpoint names has expired, was
-	// released or is held by another run.
+	// released or is held by another run. Losing a lease outranks every
+	// observation but an ended ref, whose sessions were invalidated when it
+	// was observed: a judgement of a lost lease needs no Live.
 	LeasesHeld bool
 	// Head is the checkpoint's workspace.head.
 	Head string
@@ -19,6 +18,43 @@ type ValidityEvidence struct {
 	// judgement rests on; nil when nothing was observed. An ended ref
 	// invalidates; an ambiguous one counts as no evidence.
 	Live *LiveRef
+	// Unanswered, with Live nil, is why there is no observation to judge
+	// by (the forge could not answer for the ref); empty: none was made
+	// yet (ReasonNoLiveHead).
+	Unanswered string
+}
+
+// Verdict is a session's validity and the explanation of it (empty only
+// for valid).
+type Verdict struct {
+	Validity Validity
+	Reason   string
+}
+
+// Rejudge returns the verdict the evidence supports for a session whose
+// verdict is current, and whether it differs from current (in validity or
+// in its explanation: a new explanation is recorded, not counted as a
+// move). Invalidated is final: once a session's ref ended, no evidence
+// brings it back.
+func Rejudge(current Verdict, e ValidityEvidence) (Verdict, bool) {
+	if current.Validity == ValidityInvalidated {
+		return current, false
+	}
+	v, reason := JudgeValidity(e)
+	next := Verdict{v, reason}
+	return next, next != current
+}
+
+// Restarted is the verdict after a daemon restart, for a session whose
+// verdict was current: webhooks sent while it was down are lost, so
+// nothing observed before counts. Every session not invalidated (final)
+// becomes unverified, for reason; changed is false for one already
+// unverified.
+func Restarted(current Verdict, reason string) (next Verdict, changed bool) {
+	if current.Validity == ValidityInvalidated || current.Validity == ValidityUnverified {
+		return current, false
+	}
+	return Verdict{ValidityUnverified, reason}, true
 }
 
 // Validity explanations that do not depend on the evidence's details.
@@ -36,9 +72,10 @@ const (
 )
 
 // JudgeValidity returns the validity the evidence supports and an
-// explanation of it that names the evidence (empty only for valid). It
-// never guesses upward: without a live observation the verdict is
-// unverified, never valid.
+// explanation of it that names the evidence (empty only for valid), for a
+// session not invalidated before (Rejudge keeps that final). It never
+// guesses upward: without a live observation the verdict is unverified,
+// never valid.
 func JudgeValidity(e ValidityEvidence) (Validity, string) {
 	live := e.Live
 	if live != nil && live.State == "" {
@@ -47,10 +84,10 @@ func JudgeValidity(e ValidityEvidence) (Validity, string) {
 	switch {
 	case live != nil && live.State.Gone():
 		return ValidityInvalidated, EndedReason(live)
-	case e.Invalidated:
-		return ValidityInvalidated, "invalidated earlier: the session's pull request or branch ended"
 	case !e.LeasesHeld:
 		return ValidityLeaseLost, ReasonLeaseLost
+	case live == nil && e.Unanswered != "":
+		return ValidityUnverified, e.Unanswered
 	case live == nil:
 		return ValidityUnverified, ReasonNoLiveHead
 	case live.State == RefAmbiguous:

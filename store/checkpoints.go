@@ -63,7 +63,7 @@ UPDATE sessions SET
     write_failed_code = ''
 `
 	advanceSessionGuard = ` AND state = 'active' AND current_run_id = ? AND current_run_id <> '' AND run_seq = ?
-RETURNING checkpoint_seq, event_seq, repo, role, validity, leases_ok, branch, pr, latest_complete, latest_missing, drain_ready,
+RETURNING checkpoint_seq, event_seq, repo, role, validity, validity_reason, leases_ok, branch, pr, latest_complete, latest_missing, drain_ready,
     `
 	advanceSession = advanceSessionSet + `WHERE id = ?` + advanceSessionGuard + `NULL AS old_branch, NULL AS old_pr`
 	// advanceSessionPG is advanceSession that also returns the binding
@@ -131,7 +131,8 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 	var written writtenSession
 	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var seq, eseq int64
-		var repo, role, validity string
+		var repo, role string
+		var current checkpointd.Verdict
 		var leasesOK bool
 		var boundBranch string
 		var boundPR int64
@@ -142,8 +143,8 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			pr              sql.NullInt64
 		}
 		err := tx.StmtxContext(ctx, hot.advance).QueryRowxContext(ctx, micros(now), micros(now), nullIfZero(pr), nullIfZero(ws.Branch),
-			nullIfZero(ws.Worktree), head, doc.Stage, waitingOn, nextActor, seenBefore, micros(now), w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role, &validity, &leasesOK,
-			&boundBranch, &boundPR, &was.complete, &was.missing, &was.ready, &was.branch, &was.pr)
+			nullIfZero(ws.Worktree), head, doc.Stage, waitingOn, nextActor, seenBefore, micros(now), w.SessionID, doc.RunID, doc.FencingToken).Scan(&seq, &eseq, &repo, &role,
+			&current.Validity, &current.Reason, &leasesOK, &boundBranch, &boundPR, &was.complete, &was.missing, &was.ready, &was.branch, &was.pr)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.refusedRun(ctx, tx, w.SessionID, doc.RunID, doc.FencingToken, w.InScope)
 		}
@@ -158,34 +159,12 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		if err := checkBinding(doc, repo, role); err != nil {
 			return err
 		}
+		// The evidence, read under the row lock the advance took.
 		var held map[string]int64
 		if len(doc.Leases) > 0 {
 			if held, err = heldByRun(ctx, tx, doc.RunID, now); err != nil {
 				return err
 			}
-		}
-		cp.Missing = checkpointd.Missing(doc, held)
-		cp.Complete = cp.Missing == nil
-		if cp.Missing == nil {
-			cp.Missing = []string{}
-		}
-		nowOK := true
-		for _, m := range cp.Missing {
-			nowOK = nowOK && !strings.HasPrefix(m, "lease:")
-		}
-		// Readiness for a drain (drain.go) lives on the row, written only
-		// when it changes: an agent writing complete checkpoints pays no
-		// extra statement.
-		missingJSON, _ := json.Marshal(cp.Missing)
-		if nowOK != leasesOK || cp.Complete != was.complete || cp.Complete != was.ready || string(missingJSON) != was.missing {
-			if _, err := tx.ExecContext(ctx, tx.Rebind(setReadiness), nowOK, cp.Complete, string(missingJSON), cp.Complete, w.SessionID); err != nil {
-				return err
-			}
-		}
-		cp.Seq = seq
-		if seq > 1 {
-			parent := seq - 1
-			cp.ParentSeq = &parent
 		}
 		// A settle of a ref the session was bound to locks the session, so
 		// it waits for this write. A ref the session moves to has no settle
@@ -206,11 +185,21 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		if err != nil {
 			return err
 		}
-		judged, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{
-			Invalidated: validity == string(checkpointd.ValidityInvalidated), LeasesHeld: nowOK, Head: head, Live: live})
-		cp.Validity = checkpointd.Validity(validity)
-		if validity != string(checkpointd.ValidityInvalidated) {
-			cp.Validity = judged
+		j := checkpointd.JudgeWrite(checkpointd.WriteEvidence{Doc: doc, Held: held, Current: current, Live: live})
+		cp.Missing, cp.Complete, cp.Validity = j.Missing, j.Complete, j.Validity
+		// Readiness for a drain (drain.go) lives on the row, written only
+		// when it changes: an agent writing complete checkpoints pays no
+		// extra statement.
+		missingJSON, _ := json.Marshal(j.Missing)
+		if j.LeasesHeld != leasesOK || j.Complete != was.complete || j.DrainReady != was.ready || string(missingJSON) != was.missing {
+			if _, err := tx.ExecContext(ctx, tx.Rebind(setReadiness), j.LeasesHeld, j.Complete, string(missingJSON), j.DrainReady, w.SessionID); err != nil {
+				return err
+			}
+		}
+		cp.Seq = seq
+		if seq > 1 {
+			parent := seq - 1
+			cp.ParentSeq = &parent
 		}
 		if _, err := tx.StmtxContext(ctx, hot.insertCheckpoint).ExecContext(ctx, w.SessionID, seq, cp.ParentSeq, doc.RunID,
 			doc.FencingToken, micros(now), doc.Stage, ws.Branch, head, w.Digest, w.Redactions, cp.Complete,
@@ -225,9 +214,10 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			checkpointd.EventCheckpointWritten, doc.RunID, string(evData)); err != nil {
 			return err
 		}
-		if err := setValidity(ctx, tx, w.SessionID, now, checkpointd.Validity(validity), judged, reason,
-			map[string]any{"checkpoint_seq": seq}); err != nil {
-			return err
+		if j.Changed {
+			if err := recordVerdict(ctx, tx, w.SessionID, now, current, j.Verdict, map[string]any{"checkpoint_seq": seq}); err != nil {
+				return err
+			}
 		}
 		written = writtenSession{repo: repo, role: role, validity: string(cp.Validity), seq: seq}
 		return s.complete(ctx, tx, w.Idempotency, cp)

@@ -159,25 +159,11 @@ func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, st *observeStatements,
 	if err = ignoreNoRows(err); err != nil {
 		return err
 	}
-	state := checkpointd.RefOpen
-	switch {
-	case o.End != "":
-		state = o.End
-	case o.Authoritative || prev.State == "":
-	case checkpointd.LiveRefState(prev.State).Gone() && o.PR == 0:
-		// A push to a deleted branch name recreates the branch.
-	case checkpointd.LiveRefState(prev.State).Gone():
-		// A PR that ended stays ended until the forge says it reopened;
-		// a merged or deleted one cannot reopen.
-		if o.Before == "" && prev.State == string(checkpointd.RefClosed) {
-			state = checkpointd.RefOpen // reopened
-		} else {
-			return nil
-		}
-	case o.Before != "" && !strings.EqualFold(prev.Head, o.Before) && !strings.EqualFold(prev.Head, o.Head):
-		// A push that does not continue the head we hold arrived out of
-		// order (or is a stale redelivery): the evidence is ambiguous.
-		state = checkpointd.RefAmbiguous
+	state, apply := checkpointd.NextRefState(checkpointd.LiveRef{Head: prev.Head, State: checkpointd.LiveRefState(prev.State)}, o)
+	if !apply {
+		return nil
+	}
+	if state == checkpointd.RefAmbiguous {
 		eff.Ambiguous++
 	}
 	row := liveRefRow{Head: o.Head, State: string(state), ObservedAt: micros(now), Source: o.Source}
@@ -284,16 +270,12 @@ func countRef(ctx context.Context, count *sqlx.Stmt, repoKey, ref string, row li
 	return moved, nil
 }
 
-// judgeBound applies the shared validity rule to one bound session and
-// says whether its validity or the explanation of it changes (a new
-// explanation for the same validity is recorded, not counted as a move).
-// Invalidated is final.
+// judgeBound re-judges one bound session on the ref's live state and
+// says whether its verdict changes (checkpointd.Rejudge).
 func judgeBound(b boundSession, live *checkpointd.LiveRef) (validityChange, bool) {
-	if b.Validity == string(checkpointd.ValidityInvalidated) {
-		return validityChange{}, false
-	}
-	to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: b.LeasesOK, Head: b.Head, Live: live})
-	return validityChange{b.Validity, string(to), reason}, string(to) != b.Validity || reason != b.Reason
+	next, changed := checkpointd.Rejudge(checkpointd.Verdict{Validity: checkpointd.Validity(b.Validity), Reason: b.Reason},
+		checkpointd.ValidityEvidence{LeasesHeld: b.LeasesOK, Head: b.Head, Live: live})
+	return validityChange{b.Validity, string(next.Validity), next.Reason}, changed
 }
 
 // liveRef is the row as the evidence of a judgement about ref.

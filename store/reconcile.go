@@ -111,17 +111,20 @@ func (s *Store) ResetValidity(ctx context.Context, reason string) (int, error) {
 		var rows []struct {
 			ID       string `db:"id"`
 			Validity string `db:"validity"`
+			Reason   string `db:"validity_reason"`
 		}
-		if err := tx.SelectContext(ctx, &rows, `SELECT id, validity FROM sessions
-WHERE state = 'active' AND validity NOT IN ('invalidated', 'unverified') ORDER BY id`); err != nil {
+		if err := tx.SelectContext(ctx, &rows, `SELECT id, validity, validity_reason FROM sessions
+WHERE state = 'active' AND validity <> 'unverified' ORDER BY id`); err != nil {
 			return err
 		}
-		byFrom := map[string][]string{}
+		byFrom := map[checkpointd.Validity][]string{}
 		for _, r := range rows {
-			byFrom[r.Validity] = append(byFrom[r.Validity], r.ID)
+			if _, changed := checkpointd.Restarted(checkpointd.Verdict{Validity: checkpointd.Validity(r.Validity), Reason: r.Reason}, reason); changed {
+				byFrom[checkpointd.Validity(r.Validity)] = append(byFrom[checkpointd.Validity(r.Validity)], r.ID)
+			}
 		}
 		for from, ids := range byFrom {
-			if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(from), checkpointd.ValidityUnverified, reason,
+			if err := setValidityMany(ctx, tx, ids, now, from, checkpointd.ValidityUnverified, reason,
 				map[string]any{"source": "boot"}); err != nil {
 				return err
 			}
@@ -155,37 +158,31 @@ func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, so
 			if ref.PR > 0 {
 				q, arg = `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, ref.PR
 			}
-			var bound []struct {
-				boundSession
-				Reason string `db:"validity_reason"`
-			}
+			var bound []boundSession
 			if err := tx.SelectContext(ctx, &bound, tx.Rebind(q), repoKey, arg); err != nil {
 				return err
 			}
-			groups := map[[2]string][]string{}
+			// Re-judged without a live head: unverified for reason, unless a
+			// lost lease keeps it lease_lost. An unverified session takes
+			// the new reason too (once, not every pass): the resume answer
+			// should say why.
+			groups := map[validityChange][]string{}
 			for _, b := range bound {
-				if b.Validity == string(checkpointd.ValidityInvalidated) {
-					continue // final
-				}
-				to, _ := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: b.LeasesOK, Head: b.Head})
-				// An unverified session takes the new reason too (once, not
-				// every pass): the resume answer should say why.
-				if string(to) != b.Validity || (to == checkpointd.ValidityUnverified && b.Reason != reason) {
-					groups[[2]string{b.Validity, string(to)}] = append(groups[[2]string{b.Validity, string(to)}], b.ID)
+				next, changed := checkpointd.Rejudge(checkpointd.Verdict{Validity: checkpointd.Validity(b.Validity), Reason: b.Reason},
+					checkpointd.ValidityEvidence{LeasesHeld: b.LeasesOK, Head: b.Head, Unanswered: reason})
+				if changed {
+					c := validityChange{b.Validity, string(next.Validity), next.Reason}
+					groups[c] = append(groups[c], b.ID)
 				}
 			}
 			evidence := map[string]any{"source": source, "ref": ref.Name()}
 			for c, ids := range groups {
-				why := reason
-				if c[1] != string(checkpointd.ValidityUnverified) {
-					_, why = checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: false})
-				}
-				if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c[0]), checkpointd.Validity(c[1]), why, evidence); err != nil {
+				if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c.from), checkpointd.Validity(c.to), c.reason, evidence); err != nil {
 					return err
 				}
-				noteMoves(ctx, repoKey, ref.Name(), ids, checkpointd.Validity(c[0]), checkpointd.Validity(c[1]))
-				if c[0] != c[1] {
-					moved[c[1]] += len(ids)
+				noteMoves(ctx, repoKey, ref.Name(), ids, checkpointd.Validity(c.from), checkpointd.Validity(c.to))
+				if c.from != c.to {
+					moved[c.to] += len(ids)
 				}
 			}
 		}
@@ -367,12 +364,12 @@ func (s *Store) judgeNamedLeases(ctx context.Context, source string) (int, error
 			ID       string `db:"id"`
 			Run      string `db:"current_run_id"`
 			Validity string `db:"validity"`
-			Head     string `db:"head"`
+			Reason   string `db:"validity_reason"`
 			LeasesOK bool   `db:"leases_ok"`
 			Document string `db:"document"`
 		}
 		// The LIKE only narrows the rows read; the document decides.
-		if err := tx.SelectContext(ctx, &rows, `SELECT s.id, s.current_run_id, s.validity, s.head, s.leases_ok, c.document
+		if err := tx.SelectContext(ctx, &rows, `SELECT s.id, s.current_run_id, s.validity, s.validity_reason, s.leases_ok, c.document
 FROM sessions s JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
 WHERE s.state = 'active' AND s.validity NOT IN ('invalidated', 'lease_lost')
   AND (NOT s.leases_ok OR c.document LIKE '%"lease_id"%') ORDER BY s.id`); err != nil {
@@ -401,12 +398,16 @@ WHERE s.state = 'active' AND s.validity NOT IN ('invalidated', 'lease_lost')
 					return err
 				}
 			}
-			to, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{LeasesHeld: false, Head: r.Head})
+			current := checkpointd.Verdict{Validity: checkpointd.Validity(r.Validity), Reason: r.Reason}
+			next, changed := checkpointd.Rejudge(current, checkpointd.ValidityEvidence{LeasesHeld: false})
+			if !changed {
+				continue
+			}
 			evidence := map[string]any{"source": source}
 			if missing != "" {
 				evidence["lease_id"] = missing
 			}
-			if err := setValidity(ctx, tx, r.ID, now, checkpointd.Validity(r.Validity), to, reason, evidence); err != nil {
+			if err := recordVerdict(ctx, tx, r.ID, now, current, next, evidence); err != nil {
 				return err
 			}
 			n++

@@ -11,44 +11,45 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// setValidity records a new validity for a session, with its evidence in the
-// event log, when it differs from the stored one. The same validity for
-// another reason (a new session's first checkpoint: still unverified, but
-// no longer for want of a checkpoint) only updates the explanation: it is
-// no transition, and the event of the write that caused it is its record.
-// Invalidated is final.
-func setValidity(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Time, from, to checkpointd.Validity, reason string, evidence map[string]any) error {
-	if from == checkpointd.ValidityInvalidated {
-		return nil
-	}
-	if from == to {
+// recordVerdict records a session's new verdict (one checkpointd.Rejudge
+// found changed from from), with its evidence in the event log. The same
+// validity for another reason (a new session's first checkpoint: still
+// unverified, but no longer for want of a checkpoint) only updates the
+// explanation: it is no transition, and the event of the write that caused
+// it is its record. The row changes only while it holds from, the verdict
+// that was judged.
+func recordVerdict(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Time, from, to checkpointd.Verdict, evidence map[string]any) error {
+	if from.Validity == to.Validity {
 		_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET validity_reason = ?
-WHERE id = ? AND validity = ? AND validity_reason <> ?`), reason, sessionID, string(to), reason)
+WHERE id = ? AND validity = ? AND validity_reason <> ?`), to.Reason, sessionID, string(to.Validity), to.Reason)
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET validity = ?, validity_reason = ?, validity_at = ? WHERE id = ?`),
-		string(to), reason, micros(at), sessionID); err != nil {
+	res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET validity = ?, validity_reason = ?, validity_at = ? WHERE id = ? AND validity = ?`),
+		string(to.Validity), to.Reason, micros(at), sessionID, string(from.Validity))
+	if err != nil {
 		return err
 	}
-	noteValidity(ctx, to, 1)
-	data := map[string]any{"from": from, "to": to, "reason": reason}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	noteValidity(ctx, to.Validity, 1)
+	data := map[string]any{"from": from.Validity, "to": to.Validity, "reason": to.Reason}
 	for k, v := range evidence {
 		data[k] = v
 	}
 	return appendCheckpointEvent(ctx, tx, sessionID, at, checkpointd.EventValidity, data)
 }
 
-// rejudgeLeases re-evaluates the lease half of a session's validity after
-// one of its leases ended: if the latest checkpoint names that lease, the
-// session has lost it.
+// rejudgeLeases re-judges a session after one of its leases ended: if the
+// latest checkpoint names that lease, the session has lost it.
 func rejudgeLeases(ctx context.Context, tx *sqlx.Tx, sessionID, leaseID string, at time.Time, cause string) error {
 	var row struct {
 		Validity string `db:"validity"`
-		Head     string `db:"head"`
+		Reason   string `db:"validity_reason"`
 		Document string `db:"document"`
 	}
 	err := tx.GetContext(ctx, &row, tx.Rebind(`
-SELECT s.validity, s.head, COALESCE(c.document, '{}') AS document
+SELECT s.validity, s.validity_reason, COALESCE(c.document, '{}') AS document
 FROM sessions s LEFT JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
 WHERE s.id = ? AND s.state = 'active'`), sessionID)
 	if err != nil {
@@ -68,15 +69,19 @@ WHERE s.id = ? AND s.state = 'active'`), sessionID)
 	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET leases_ok = FALSE WHERE id = ?`), sessionID); err != nil {
 		return err
 	}
-	v, reason := checkpointd.JudgeValidity(checkpointd.ValidityEvidence{
-		Invalidated: row.Validity == string(checkpointd.ValidityInvalidated), LeasesHeld: false, Head: row.Head})
-	return setValidity(ctx, tx, sessionID, at, checkpointd.Validity(row.Validity), v, reason,
-		map[string]any{"lease_id": leaseID, "cause": cause})
+	current := checkpointd.Verdict{Validity: checkpointd.Validity(row.Validity), Reason: row.Reason}
+	next, changed := checkpointd.Rejudge(current, checkpointd.ValidityEvidence{LeasesHeld: false})
+	if !changed {
+		return nil
+	}
+	return recordVerdict(ctx, tx, sessionID, at, current, next, map[string]any{"lease_id": leaseID, "cause": cause})
 }
 
-// setValidityMany moves many sessions from one validity to another with one
-// statement per chunk and one multi-row event insert: a push can touch a
-// thousand sessions and must still answer Gitea within its timeout.
+// setValidityMany moves many sessions from one validity to another (the
+// verdict Rejudge gave each of them) with one statement per chunk and one
+// multi-row event insert: a push can touch a thousand sessions and must
+// still answer Gitea within its timeout. A row that no longer holds from
+// is left alone.
 func setValidityMany(ctx context.Context, tx *sqlx.Tx, ids []string, at time.Time, from, to checkpointd.Validity, reason string, evidence map[string]any) error {
 	data := map[string]any{"from": from, "to": to, "reason": reason}
 	for k, v := range evidence {
@@ -95,7 +100,7 @@ func setValidityMany(ctx context.Context, tx *sqlx.Tx, ids []string, at time.Tim
 		part := ids[:n]
 		ids = ids[n:]
 		q, args, err := sqlx.In(`UPDATE sessions SET validity = ?, validity_reason = ?, validity_at = ?, event_seq = event_seq + 1
-WHERE id IN (?) AND validity <> 'invalidated' RETURNING id, event_seq, checkpoint_seq`, string(to), reason, micros(at), part)
+WHERE id IN (?) AND validity = ? RETURNING id, event_seq, checkpoint_seq`, string(to), reason, micros(at), part, string(from))
 		if err != nil {
 			return err
 		}
@@ -133,12 +138,12 @@ func setValidityManyPG(ctx context.Context, tx *sqlx.Tx, ids []string, at time.T
 	var n int
 	err := tx.QueryRowxContext(ctx, `WITH moved AS (
     UPDATE sessions SET validity = $1, validity_reason = $2, validity_at = $3, event_seq = event_seq + 1
-    WHERE id = ANY($4) AND validity <> 'invalidated' RETURNING id, event_seq, checkpoint_seq
+    WHERE id = ANY($4) AND validity = $7 RETURNING id, event_seq, checkpoint_seq
 ), logged AS (
     INSERT INTO events (session_id, seq, at, kind, run_id, data, checkpoint_seq)
     SELECT id, event_seq, $3, $5, '', $6, NULLIF(checkpoint_seq, 0) FROM moved RETURNING 1
 )
-SELECT COUNT(*) FROM logged`, string(to), reason, micros(at), pq.Array(ids), checkpointd.EventValidity, payload).Scan(&n)
+SELECT COUNT(*) FROM logged`, string(to), reason, micros(at), pq.Array(ids), checkpointd.EventValidity, payload, string(from)).Scan(&n)
 	if err != nil {
 		return err
 	}
