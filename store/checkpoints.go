@@ -181,7 +181,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		if err := holdRefs(ctx, tx, strings.ToLower(repo), moved, now); err != nil {
 			return err
 		}
-		live, err := liveRef(ctx, tx, tx.StmtxContext(ctx, hot.liveRefs), repo, boundBranch, boundPR)
+		live, liveVersion, err := liveRef(ctx, tx, tx.StmtxContext(ctx, hot.liveRefs), repo, boundBranch, boundPR)
 		if err != nil {
 			return err
 		}
@@ -219,7 +219,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 				return err
 			}
 		}
-		written = writtenSession{repo: repo, role: role, validity: string(cp.Validity), seq: seq}
+		written = writtenSession{repo: repo, role: role, seq: seq, verdict: j.Verdict, live: live, liveVersion: liveVersion}
 		return s.complete(ctx, tx, w.Idempotency, cp)
 	})
 	if err != nil {

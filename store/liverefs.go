@@ -12,15 +12,16 @@ import (
 )
 
 // selectLiveRefs reads both refs a session may be bound to in one query.
-const selectLiveRefs = `SELECT ref, head, state, observed_at, source FROM live_refs WHERE repo_key = ? AND ref IN (?, ?)`
+const selectLiveRefs = `SELECT ref, head, state, observed_at, source, version FROM live_refs WHERE repo_key = ? AND ref IN (?, ?)`
 
 // liveRef returns the live state of the ref a session is bound to: its
 // branch when it has one (a PR's head is its branch's head), else its PR;
-// nil when nothing was observed. stmt, when not nil, is selectLiveRefs
-// prepared for q.
-func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, branch string, pr int64) (*checkpointd.LiveRef, error) {
+// nil when nothing was observed. version is the ref row's (0 with nil):
+// what the one-statement write checks the evidence by (onestatement.go).
+// stmt, when not nil, is selectLiveRefs prepared for q.
+func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, branch string, pr int64) (live *checkpointd.LiveRef, version int64, err error) {
 	if branch == "" && pr <= 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	// An unbound half asks for "", which names no ref.
 	branchRef, prRef := "", ""
@@ -34,14 +35,13 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, 
 		Ref string `db:"ref"`
 		liveRefRow
 	}
-	var err error
 	if stmt != nil {
 		err = stmt.SelectContext(ctx, &rows, strings.ToLower(repo), branchRef, prRef)
 	} else {
 		err = sqlx.SelectContext(ctx, q, &rows, rebind(q, selectLiveRefs), strings.ToLower(repo), branchRef, prRef)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, want := range []string{branchRef, prRef} {
 		for _, r := range rows {
@@ -55,16 +55,27 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, 
 			} else {
 				out.PR = pr
 			}
-			return out, nil
+			return out, r.Version, nil
 		}
 	}
-	return nil, nil
+	return nil, 0, nil
+}
+
+// liveRefName is how live_refs keys l ("" for nil).
+func liveRefName(l *checkpointd.LiveRef) string {
+	switch {
+	case l == nil:
+		return ""
+	case l.Branch != "":
+		return "branch:" + l.Branch
+	}
+	return "pr:" + strconv.FormatInt(l.PR, 10)
 }
 
 // LiveRef returns what was last observed of the ref a session is bound to,
 // or nil. Errors: ErrStoreUnavailable.
 func (s *Store) LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error) {
-	r, err := liveRef(ctx, s.rdb, nil, sess.Repo, sess.Branch, sess.PR)
+	r, _, err := liveRef(ctx, s.rdb, nil, sess.Repo, sess.Branch, sess.PR)
 	return r, s.classify(err)
 }
 

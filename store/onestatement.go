@@ -15,30 +15,37 @@ import (
 // The one-statement checkpoint write (PostgreSQL). WriteCheckpoint's
 // transaction costs six round trips: BEGIN, the session row, the live ref,
 // the checkpoint, the event, COMMIT. Its common outcome (a new checkpoint
-// at the seq after the last, nothing else changing) fits in one call of
-// checkpointd_write_checkpoint (migration 00019), which takes the same
-// row lock, checks what the transaction checks, reads what it reads, in
-// the same order, and writes what it writes. Those calls of several
+// at the seq after the last, the session's verdict unchanged, nothing
+// moving) fits in one call of checkpointd_write_checkpoint (migration
+// 00025). The write is judged here, by checkpointd.JudgeWrite, on the
+// evidence this replica's last write of the session saw; the call only
+// checks by version that the evidence still stands (the session row at the
+// previous seq with the run, token, binding and verdict judged from; each
+// named lease held at its token; the bound live ref at the version judged)
+// and applies the judgement. It never judges. Those calls of several
 // sessions' writes run together in one autocommit statement, each in a
-// subtransaction of its own (writebatch.go, migration 00021), so a row
-// lock it takes lasts until that statement's commit. Everything else (the
-// first write of a session on this replica, a seq another replica took, a
-// refusal of any kind, a lease lost, a move to another ref, a change of
-// validity, a claim taken over), and a write that fails in the call (a
-// row locked elsewhere, any error), is rolled back before anything of it
-// lands, and the transaction answers it as before. So the one statement
-// never answers anything but a write the transaction would have made
-// identically; TestOneStatementWriteMatchesTransaction holds the two to
-// the same rows.
+// subtransaction of its own (writebatch.go), so a row lock it takes lasts
+// until that statement's commit. Everything else (the first write of a
+// session on this replica, a seq another replica took, a refusal of any
+// kind, a lease lost, a move to another ref, a change of verdict, a live
+// ref observed since, a claim taken over), and a write that fails in the
+// call (a row locked elsewhere, any error), is rolled back before anything
+// of it lands, and the transaction judges again and answers. So the one
+// statement never answers anything but a write the transaction would have
+// made identically; TestOneStatementWriteMatchesTransaction holds the two
+// to the same rows.
 
 // writtenSession is what a session's next checkpoint write must know
 // before its statement: the repo and role (they never change: the scope
 // and binding are checked on them first), the seq it was last seen at (the
-// document is sealed for the next one) and the validity its last write
-// answered (the answer is rendered with it).
+// document is sealed for the next one), and the evidence its last write
+// was judged on: the verdict it left and the live ref, with its version.
 type writtenSession struct {
-	repo, role, validity string
-	seq                  int64
+	repo, role  string
+	seq         int64
+	verdict     checkpointd.Verdict
+	live        *checkpointd.LiveRef
+	liveVersion int64
 }
 
 // maxWrittenSessions bounds the map; when full it starts over (the next
@@ -113,16 +120,9 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		s.written.decline("binding")
 		return false, nil
 	}
-	// The statement keeps only a validity that stays valid or unverified:
-	// a session that was stale, lost a lease or is invalidated at its last
-	// write would be updated, then rolled back, on every write.
-	if known.validity != string(checkpointd.ValidityValid) && known.validity != string(checkpointd.ValidityUnverified) {
-		s.written.decline("validity")
-		return false, nil
-	}
 	seq := known.seq + 1
-	// Complete as if every lease the document names were held at its
-	// token: the statement declines unless they are.
+	// Judged as if every lease the document names were held at its token:
+	// the statement declines unless they are.
 	ids := make([]string, 0, len(doc.Leases))
 	tokens := make([]int64, 0, len(doc.Leases))
 	held := make(map[string]int64, len(doc.Leases))
@@ -130,18 +130,19 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		ids, tokens = append(ids, l.LeaseID), append(tokens, l.FencingToken)
 		held[l.LeaseID] = l.FencingToken
 	}
-	missing := checkpointd.Missing(doc, held)
-	if missing == nil {
-		missing = []string{}
+	j := checkpointd.JudgeWrite(checkpointd.WriteEvidence{Doc: doc, Held: held, Current: known.verdict, Live: known.live})
+	if j.Changed {
+		// A new verdict is recorded with its evidence: the transaction's.
+		s.written.decline("validity")
+		return false, nil
 	}
-	complete := len(missing) == 0
 	// A failure before the statement is the transaction's to answer: it
 	// checks the session row first.
-	missingJSON, err := json.Marshal(missing)
+	missingJSON, err := json.Marshal(j.Missing)
 	if err != nil {
 		return false, nil
 	}
-	evData, err := checkpointWritten(seq, doc.Stage, complete, missing, w.Digest)
+	evData, err := checkpointWritten(seq, doc.Stage, j.Complete, j.Missing, w.Digest)
 	if err != nil {
 		return false, nil
 	}
@@ -150,15 +151,12 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 	answer.Seq = seq
 	parent := seq - 1
 	answer.ParentSeq = &parent
-	answer.Complete = complete
-	answer.Missing = missing
-	var predicted, idemScope, idemKey, idemClaim, idemResponse string
+	answer.Complete = j.Complete
+	answer.Missing = j.Missing
+	answer.Validity = j.Validity
+	var idemScope, idemKey, idemClaim, idemResponse string
 	var idemStatus int
 	if idem := w.Idempotency; idem != nil {
-		// The response to replay is rendered now, for the validity of the
-		// last write; the statement declines if it judges another.
-		answer.Validity = checkpointd.Validity(known.validity)
-		predicted = known.validity
 		body, err := idem.Render(&answer)
 		if err != nil {
 			return false, nil
@@ -170,10 +168,11 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 	call := statementWrite{session: w.SessionID, run: doc.RunID, token: doc.FencingToken, repo: known.repo, role: known.role, seq: seq,
 		now: micros(now), seenBefore: in.seenBefore, pr: in.pr, branch: in.ws.Branch, worktree: in.ws.Worktree, head: in.head,
 		stage: doc.Stage, waitingOn: in.waitingOn, nextActor: in.nextActor, leaseIDs: ids, leaseTokens: tokens,
-		complete: complete, missing: string(missingJSON), wsBranch: in.ws.Branch, digest: w.Digest, redactions: int64(w.Redactions),
+		complete: j.Complete, missing: string(missingJSON), wsBranch: in.ws.Branch, digest: w.Digest, redactions: int64(w.Redactions),
 		document: string(in.clearJSON), sealed: s.keys.Seal(in.private, checkpointAAD(w.SessionID, seq)),
 		documentDigest: documentDigest(in.clearJSON), eventKind: checkpointd.EventCheckpointWritten, eventData: string(evData),
-		repoKey: strings.ToLower(known.repo), noLiveReason: checkpointd.ReasonNoLiveHead, validity: predicted,
+		repoKey: strings.ToLower(known.repo), validity: string(j.Validity), reason: j.Reason,
+		liveRef: liveRefName(known.live), liveVersion: known.liveVersion,
 		idemScope: idemScope, idemKey: idemKey, idemClaim: idemClaim, idemStatus: int64(idemStatus), idemResponse: idemResponse}
 	if !call.joinable() {
 		s.written.decline("separator")
@@ -184,7 +183,7 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		s.written.decline("key")
 		return false, nil
 	}
-	validity, declined, err := s.writeBatched(ctx, call)
+	_, declined, err := s.writeBatched(ctx, call)
 	if errors.Is(err, errBatchUnprepared) || errors.Is(err, errBatchRolledBack) {
 		// No function (a schema older than this binary), the database
 		// away, or the call rolled back whole: nothing landed, and the
@@ -206,10 +205,10 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		s.written.decline(reason)
 		return false, nil
 	}
-	answer.Validity = checkpointd.Validity(validity.String)
 	*cp = answer
 	s.written.taken.Add(1)
-	s.written.set(w.SessionID, writtenSession{repo: known.repo, role: known.role, validity: validity.String, seq: seq})
+	known.seq = seq
+	s.written.set(w.SessionID, known)
 	s.committed()
 	return true, nil
 }

@@ -266,13 +266,22 @@ var oneStatementScenario = []oneStatementStep{
 		return deliver(t, w, "d2", checkpointd.Observation{Branch: "fix-12", Before: st.head, Head: headB})
 	}},
 	writeStep("at the old head (stale)", false, nil),
-	writeStep("at the old head again (still stale)", false, nil),
+	// Stale stays stale on the same evidence: nothing to record, the one
+	// statement takes it.
+	writeStep("at the old head again (still stale)", true, nil),
 	{name: "catch up", do: func(_ *testing.T, _ *oneStatementWorld, st *scenarioState) string {
 		st.head = headB
 		return "head " + headB
 	}},
 	writeStep("at the new head", false, nil),
 	writeStep("at the new head again", true, nil),
+	// The same head observed again moves no verdict but the ref's version:
+	// the statement checks the evidence by version, and declines.
+	{name: "the push is redelivered", do: func(t *testing.T, w *oneStatementWorld, st *scenarioState) string {
+		return deliver(t, w, "d2-again", checkpointd.Observation{Branch: "fix-12", Before: headA, Head: headB})
+	}},
+	writeStep("after a newer observation of the same head", false, nil),
+	writeStep("after that, on the evidence seen", true, nil),
 	{name: "the PR is seen at another head", do: func(t *testing.T, w *oneStatementWorld, st *scenarioState) string {
 		return deliver(t, w, "d4", checkpointd.Observation{PR: 34, Head: headC})
 	}},
@@ -326,7 +335,7 @@ var oneStatementScenario = []oneStatementStep{
 		return deliver(t, w, "d3", checkpointd.Observation{Branch: "fix-13", Head: st.head, End: checkpointd.RefDeleted})
 	}},
 	writeStep("after the deletion (invalidated)", false, nil),
-	writeStep("after the deletion again", false, nil),
+	writeStep("after the deletion again (invalidated is final)", true, nil),
 	{name: "end", do: func(t *testing.T, w *oneStatementWorld, st *scenarioState) string {
 		if _, err := w.s.EndSession(t.Context(), st.sess.ID, st.run.ID, checkpointd.OutcomeCompleted); err != nil {
 			t.Fatalf("EndSession: %v", err)

@@ -21,7 +21,7 @@ import (
 // A commit costs PostgreSQL far more than the rows it writes: at 16
 // writers the daemon's statement alone cost ~700 µs of PostgreSQL's CPU
 // per write, eight of them in one call of checkpointd_write_checkpoints
-// (migration 00021) ~300 µs each. So, as the SQLite writer does
+// (migration 00025) ~300 µs each. So, as the SQLite writer does
 // (groupCommitter), the writes that arrive while a call is at the database
 // go together in the next one. A write that finds no call in flight is
 // sent at once, alone; while calls are in flight the next one waits for a
@@ -39,7 +39,7 @@ import (
 const callWriteCheckpoints = `SELECT n, validity, declined FROM checkpointd_write_checkpoints(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
     $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29,
-    $30, $31, $32, $33, $34, $35)`
+    $30, $31, $32, $33, $34, $35, $36, $37)`
 
 // maxBatchWrites bounds one call; more waiting writes take the next.
 const maxBatchWrites = 32
@@ -68,7 +68,7 @@ const pipelineMin = 4
 var errBatchUnprepared = errors.New("the batched checkpoint write is not prepared")
 
 // errBatchRolledBack is a call the database refused with an error (the
-// statement cancelled at writeBatchTimeout, a conflict, a guard of 00021):
+// statement cancelled at writeBatchTimeout, a conflict, a guard of 00025):
 // its transaction rolled back, nothing of it landed, and each of its
 // writes may run again alone.
 var errBatchRolledBack = errors.New("the batched checkpoint write was rolled back")
@@ -85,24 +85,26 @@ func rolledBack(err error) bool {
 
 // statementWrite is one write's arguments of checkpointd_write_checkpoint,
 // in its order. Where it takes a NULL for "none" this holds the zero
-// value, which never means anything else there (00021 turns it back).
+// value, which never means anything else there (00025 turns it back).
 type statementWrite struct {
-	session, run                                string
-	token                                       int64
-	repo, role                                  string
-	seq, now, seenBefore, pr                    int64
-	branch, worktree, head                      string
-	stage, waitingOn, nextActor                 string
-	leaseIDs                                    []string
-	leaseTokens                                 []int64
-	complete                                    bool
-	missing, wsBranch, digest                   string
-	redactions                                  int64
-	document, sealed, documentDigest            string
-	eventKind, eventData, repoKey, noLiveReason string
-	validity, idemScope, idemKey, idemClaim     string
-	idemStatus                                  int64
-	idemResponse                                string
+	session, run                     string
+	token                            int64
+	repo, role                       string
+	seq, now, seenBefore, pr         int64
+	branch, worktree, head           string
+	stage, waitingOn, nextActor      string
+	leaseIDs                         []string
+	leaseTokens                      []int64
+	complete                         bool
+	missing, wsBranch, digest        string
+	redactions                       int64
+	document, sealed, documentDigest string
+	eventKind, eventData, repoKey    string
+	validity, reason, liveRef        string
+	liveVersion                      int64
+	idemScope, idemKey, idemClaim    string
+	idemStatus                       int64
+	idemResponse                     string
 }
 
 // columns are the arguments of one call for writes, in their order: one
@@ -156,8 +158,10 @@ func columns(writes []*statementWrite) []any {
 		text(func(w *statementWrite) string { return w.eventKind }),
 		joined(writes, func(w *statementWrite) string { return w.eventData }),
 		text(func(w *statementWrite) string { return w.repoKey }),
-		text(func(w *statementWrite) string { return w.noLiveReason }),
 		text(func(w *statementWrite) string { return w.validity }),
+		text(func(w *statementWrite) string { return w.reason }),
+		text(func(w *statementWrite) string { return w.liveRef }),
+		number(func(w *statementWrite) int64 { return w.liveVersion }),
 		text(func(w *statementWrite) string { return w.idemScope }),
 		text(func(w *statementWrite) string { return w.idemKey }),
 		text(func(w *statementWrite) string { return w.idemClaim }),
@@ -166,7 +170,7 @@ func columns(writes []*statementWrite) []any {
 	}
 }
 
-// valueSeparator joins the long values of a call's writes (00021): JSON
+// valueSeparator joins the long values of a call's writes (00025): JSON
 // escapes every control character and a sealed value is a key id and
 // base64, so none holds it; joinable checks.
 const valueSeparator = "\x1e"
@@ -468,7 +472,7 @@ func (s *Store) callWriteBatch(conn *batchConn, batch []*batchedWrite) []batchOu
 	// In session order, as every lock of several session rows is taken
 	// (ORDER BY id; a session id is "ses_" and lowercase hex, which every
 	// collation orders as bytes do): two calls, or a call and a drain decision, never wait
-	// for each other in a circle, and lock_timeout (00021) ends any other
+	// for each other in a circle, and lock_timeout (00025) ends any other
 	// wait long before a deadlock would be detected. Writes of one session
 	// keep their order.
 	order := make([]int, len(batch))
