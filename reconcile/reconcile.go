@@ -24,8 +24,8 @@ import (
 // Store is what reconcile needs of persistence.
 type Store interface {
 	ActiveRefs(ctx context.Context) (*store.ActiveSet, error)
-	Observe(ctx context.Context, obs []checkpointd.Observation) (*checkpointd.ObservationEffects, error)
-	MarkUnverified(ctx context.Context, refs []store.ActiveRef, reason, source string) (map[string]int, error)
+	Observe(ctx context.Context, obs []checkpointd.Observation, track ...*store.Moves) (*checkpointd.ObservationEffects, error)
+	MarkUnverified(ctx context.Context, refs []store.ActiveRef, reason, source string, track ...*store.Moves) (map[string]int, error)
 	ReconcileLeases(ctx context.Context, source string) (store.LeaseReconcile, error)
 	RepoRenames(ctx context.Context, repos []string, learned map[string]int64) ([]store.RepoRename, error)
 	ValiditySummary(ctx context.Context, limit int) (map[string]int, []store.SessionVerdict, error)
@@ -205,7 +205,7 @@ func (p *pass) run(ctx context.Context) error {
 	p.rep.SessionsChecked, p.rep.Refs = set.Sessions, len(set.Refs)
 	// Changed counts sessions, as they stand after the observations and
 	// the unanswered refs: a session on a branch and its PR is one.
-	ctx, moves := store.TrackMoves(ctx, set.Refs)
+	moves := store.NewMoves(set.Refs)
 	defer func() { p.rep.Changed = moves.Counts() }() // also when the pass stops early
 
 	answers := p.askAll(ctx, set.Refs)
@@ -237,7 +237,7 @@ func (p *pass) run(ctx context.Context) error {
 			slog.Any("err", errors.Join(forgeErrs...)))
 	}
 	if len(obs) > 0 {
-		eff, err := st.Observe(ctx, obs)
+		eff, err := st.Observe(ctx, obs, moves)
 		if err != nil {
 			return fmt.Errorf("observe: %w", err)
 		}
@@ -247,7 +247,7 @@ func (p *pass) run(ctx context.Context) error {
 	// ends unverified, never valid.
 	for reason, refs := range failed {
 		p.rep.RefsUnverified += len(refs)
-		if _, err := st.MarkUnverified(ctx, refs, reason, p.source); err != nil {
+		if _, err := st.MarkUnverified(ctx, refs, reason, p.source, moves); err != nil {
 			return fmt.Errorf("mark unverified: %w", err)
 		}
 	}

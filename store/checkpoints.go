@@ -94,7 +94,6 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // not the session's), ErrStoreUnavailable.
 func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkpointd.Checkpoint, error) {
 	defer s.requestEnded(w.Idempotency)
-	ctx = s.noting(ctx, CauseCheckpoint)
 	if s.keys == nil {
 		return nil, errNoKeys
 	}
@@ -129,7 +128,9 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		return nil, s.classify(err)
 	}
 	var written writtenSession
+	ch := &changes{}
 	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
+		ch.reset()
 		var seq, eseq int64
 		var repo, role string
 		var current checkpointd.Verdict
@@ -215,7 +216,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 			return err
 		}
 		if j.Changed {
-			if err := recordVerdict(ctx, tx, w.SessionID, now, current, j.Verdict, map[string]any{"checkpoint_seq": seq}); err != nil {
+			if err := recordVerdict(ctx, tx, ch, w.SessionID, now, current, j.Verdict, map[string]any{"checkpoint_seq": seq}); err != nil {
 				return err
 			}
 		}
@@ -225,6 +226,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 	if err != nil {
 		return nil, err
 	}
+	s.tell(CauseCheckpoint, ch)
 	if s.dialect == migrations.Postgres {
 		s.written.set(w.SessionID, written)
 	}

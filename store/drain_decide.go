@@ -70,10 +70,9 @@ func (s *Store) CompleteDrain(ctx context.Context, c DrainCompletion) (*checkpoi
 }
 
 func (s *Store) decideDrain(ctx context.Context, c DrainCompletion) (*checkpointd.Drain, error) {
-	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	var out *checkpointd.Drain
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
 		// Locking the drain row serialises decisions and cancels of a drain.
 		var row drainRow
 		err := tx.GetContext(ctx, &row, `UPDATE drains SET decisions = decisions + 1
@@ -94,7 +93,7 @@ WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
 		}
 		// A lease whose time ran out by now is lost now, though the reads
 		// before the decision found it held a moment ago.
-		if err := s.expireOverdue(ctx, tx, now); err != nil {
+		if err := s.expireOverdue(ctx, tx, ch, now); err != nil {
 			return err
 		}
 		start := fromMicros(row.StartedAt)

@@ -37,7 +37,6 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
 // expireLeases is ExpireLeases that also reports how many overdue leases it
 // found: those another replica ended meanwhile count as found, not ended.
 func (s *Store) expireLeases(ctx context.Context, limit int) (ended, found int, err error) {
-	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	var ids []string
 	if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(selectOverdue), micros(now), limit); err != nil {
@@ -45,8 +44,8 @@ func (s *Store) expireLeases(ctx context.Context, limit int) (ended, found int, 
 	}
 	for _, id := range ids {
 		var done bool
-		err := s.inTx(ctx, func(tx *sqlx.Tx) (err error) {
-			done, err = s.expireLease(ctx, tx, id, now)
+		err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) (err error) {
+			done, err = s.expireLease(ctx, tx, ch, id, now)
 			return err
 		})
 		if err != nil {
@@ -62,7 +61,7 @@ func (s *Store) expireLeases(ctx context.Context, limit int) (ended, found int, 
 // expireLease ends lease id if its time ran out by now, and reports whether
 // it did. One renewed, ended or cleared with its session meanwhile is left
 // alone.
-func (s *Store) expireLease(ctx context.Context, tx *sqlx.Tx, id string, now time.Time) (bool, error) {
+func (s *Store) expireLease(ctx context.Context, tx *sqlx.Tx, ch *changes, id string, now time.Time) (bool, error) {
 	if err := lockLeaseSession(ctx, tx, id, "", now, 0); err != nil {
 		return false, err
 	}
@@ -70,7 +69,7 @@ func (s *Store) expireLease(ctx context.Context, tx *sqlx.Tx, id string, now tim
 	if err != nil || l.State != checkpointd.LeaseHeld || l.ExpiresAt.After(now) {
 		return false, ignoreNotFound(err)
 	}
-	err = s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now)
+	err = s.endLease(ctx, tx, ch, l, checkpointd.LeaseExpired, "expired", now)
 	if errors.Is(err, errLeaseUnchanged) {
 		return false, nil // renewed or ended by another replica meanwhile
 	}
@@ -112,14 +111,14 @@ func (s *Store) expired(ctx context.Context) error {
 // expireOverdue ends, inside tx, every lease whose time ran out by now: a
 // decision taken at now then sees each of them lost. Sessions are locked in
 // id order, as settles and the drain decision lock them.
-func (s *Store) expireOverdue(ctx context.Context, tx *sqlx.Tx, now time.Time) error {
+func (s *Store) expireOverdue(ctx context.Context, tx *sqlx.Tx, ch *changes, now time.Time) error {
 	var ids []string
 	if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM leases WHERE state = 'held' AND expires_at <= ? ORDER BY session_id, id`),
 		micros(now)); err != nil {
 		return err
 	}
 	for _, id := range ids {
-		if _, err := s.expireLease(ctx, tx, id, now); err != nil {
+		if _, err := s.expireLease(ctx, tx, ch, id, now); err != nil {
 			return err
 		}
 	}

@@ -74,13 +74,12 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?, ?, ?)`
 // ErrSessionEnded, ErrRunSuperseded, ErrInvalidRequest (a resource of another repo than the session's),
 // *LeaseHeldError (ErrLeaseHeld), ErrStoreUnavailable.
 func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lease, error) {
-	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	key := in.Resource.Key()
 	l := &checkpointd.Lease{ID: checkpointd.NewID(checkpointd.PrefixLease), Resource: in.Resource,
 		Holder: checkpointd.LeaseHolder{SessionID: in.SessionID, RunID: in.RunID}, State: checkpointd.LeaseHeld,
 		AcquiredAt: now, ExpiresAt: now.Add(in.TTL).Truncate(time.Microsecond), TTLSeconds: int64(in.TTL / time.Second)}
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
 		var repo string
 		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), micros(now.Add(-checkpointd.SeenRefresh(s.liveness()))), micros(now), in.SessionID, in.RunID).Scan(&repo)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -97,7 +96,7 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 		}
 		// A grant that expired but was not yet reaped ends here, with its
 		// event, before the resource passes on.
-		if err := s.reapResource(ctx, tx, key, now); err != nil {
+		if err := s.reapResource(ctx, tx, ch, key, now); err != nil {
 			return err
 		}
 		err = tx.QueryRowxContext(ctx, tx.Rebind(claimResource), key, l.ID, micros(l.ExpiresAt), micros(now)).Scan(&l.FencingToken)
@@ -116,7 +115,7 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 			r.Number, r.Branch, in.SessionID, in.RunID, l.FencingToken, micros(now), micros(l.ExpiresAt), in.TTL.Microseconds()); err != nil {
 			return err
 		}
-		noteLease(ctx, checkpointd.EventLeaseAcquired)
+		ch.lease(checkpointd.EventLeaseAcquired)
 		return appendEvent(ctx, tx, in.SessionID, now, checkpointd.EventLeaseAcquired, in.RunID,
 			map[string]any{"lease_id": l.ID, "resource": r, "fencing_token": l.FencingToken, "expires_at": l.ExpiresAt})
 	})
@@ -146,11 +145,10 @@ WHERE id = (SELECT session_id FROM leases WHERE id = ?)`), runID, micros(now.Add
 // Errors: ErrNotFound, ErrLeaseLost (not held by runID, or expired),
 // ErrStoreUnavailable.
 func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Duration) (*checkpointd.Lease, error) {
-	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	expires := now.Add(ttl).Truncate(time.Microsecond)
 	var out *checkpointd.Lease
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
 		if err := lockLeaseSession(ctx, tx, id, runID, now, checkpointd.SeenRefresh(s.liveness())); err != nil {
 			return err
 		}
@@ -171,7 +169,7 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 			return err
 		}
 		out = l
-		noteLease(ctx, checkpointd.EventLeaseRenewed)
+		ch.lease(checkpointd.EventLeaseRenewed)
 		return appendEvent(ctx, tx, l.Holder.SessionID, now, checkpointd.EventLeaseRenewed, runID,
 			map[string]any{"lease_id": id, "expires_at": expires})
 	})
@@ -182,9 +180,8 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 // is in force; an operator (force) may release any held lease.
 // Errors: ErrNotFound, ErrLeaseLost, ErrStoreUnavailable.
 func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) error {
-	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
 		if err := lockLeaseSession(ctx, tx, id, runID, now, checkpointd.SeenRefresh(s.liveness())); err != nil {
 			return err
 		}
@@ -202,7 +199,7 @@ func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) 
 		if force {
 			cause = "force_released"
 		}
-		if err := s.endLease(ctx, tx, l, checkpointd.LeaseReleased, cause, now); errors.Is(err, errLeaseUnchanged) {
+		if err := s.endLease(ctx, tx, ch, l, checkpointd.LeaseReleased, cause, now); errors.Is(err, errLeaseUnchanged) {
 			return fmt.Errorf("%w: the lease ended meanwhile", checkpointd.ErrLeaseLost)
 		} else if err != nil {
 			return err
@@ -217,7 +214,7 @@ func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) 
 // The update re-checks the grant under its row lock: a grant renewed (or
 // ended) since the caller read it is left alone and errLeaseUnchanged says
 // so, so a racing renewal is never undone and an end is recorded once.
-func (s *Store) endLease(ctx context.Context, tx *sqlx.Tx, l *checkpointd.Lease, state checkpointd.LeaseState, cause string, now time.Time) error {
+func (s *Store) endLease(ctx context.Context, tx *sqlx.Tx, ch *changes, l *checkpointd.Lease, state checkpointd.LeaseState, cause string, now time.Time) error {
 	q, args := `UPDATE leases SET state = ?, ended_at = ? WHERE id = ? AND state = 'held'`, []any{string(state), micros(now), l.ID}
 	if state == checkpointd.LeaseExpired {
 		q, args = q+` AND expires_at <= ?`, append(args, micros(now))
@@ -237,12 +234,12 @@ func (s *Store) endLease(ctx context.Context, tx *sqlx.Tx, l *checkpointd.Lease,
 	if state == checkpointd.LeaseExpired {
 		kind = checkpointd.EventLeaseExpired
 	}
-	noteLease(ctx, kind)
+	ch.lease(kind)
 	if err := appendEvent(ctx, tx, l.Holder.SessionID, now, kind, l.Holder.RunID,
 		map[string]any{"lease_id": l.ID, "resource": l.Resource, "fencing_token": l.FencingToken, "cause": cause}); err != nil {
 		return err
 	}
-	return rejudgeLeases(ctx, tx, l.Holder.SessionID, l.ID, now, cause)
+	return rejudgeLeases(ctx, tx, ch, l.Holder.SessionID, l.ID, now, cause)
 }
 
 // errLeaseUnchanged reports that a grant was no longer in the state its
@@ -262,7 +259,7 @@ func lostBecause(l *checkpointd.Lease, runID string, now time.Time) error {
 }
 
 // reapResource expires the resource's grant if its time ran out.
-func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, key string, now time.Time) error {
+func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, ch *changes, key string, now time.Time) error {
 	var id string
 	err := tx.GetContext(ctx, &id, tx.Rebind(`SELECT lease_id FROM lease_resources WHERE resource_key = ? AND lease_id <> '' AND expires_at <= ?`), key, micros(now))
 	if err != nil {
@@ -272,7 +269,7 @@ func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, key string, now t
 	if err != nil {
 		return err
 	}
-	if err := s.endLease(ctx, tx, l, checkpointd.LeaseExpired, "expired", now); !errors.Is(err, errLeaseUnchanged) {
+	if err := s.endLease(ctx, tx, ch, l, checkpointd.LeaseExpired, "expired", now); !errors.Is(err, errLeaseUnchanged) {
 		return err
 	}
 	return nil // renewed meanwhile: still held, the claim below fails
@@ -280,7 +277,7 @@ func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, key string, now t
 
 // moveLeases hands a session's held leases to its new run on takeover, each
 // with a new fencing token, in the takeover's transaction.
-func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, sessionID, oldRun, newRun string, now time.Time) error {
+func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, sessionID, oldRun, newRun string, now time.Time) error {
 	var held []leaseRow
 	if err := tx.SelectContext(ctx, &held, tx.Rebind(selectLease+` WHERE session_id = ? AND state = 'held' AND expires_at > ? ORDER BY id`), sessionID, micros(now)); err != nil {
 		return err
@@ -293,7 +290,7 @@ func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, sessionID, oldRun, 
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET run_id = ?, fencing_token = ? WHERE id = ?`), newRun, token, r.ID); err != nil {
 			return err
 		}
-		noteLease(ctx, checkpointd.EventLeaseMoved)
+		ch.lease(checkpointd.EventLeaseMoved)
 		if err := appendEvent(ctx, tx, sessionID, now, checkpointd.EventLeaseMoved, newRun,
 			map[string]any{"lease_id": r.ID, "from_run": oldRun, "fencing_token": token}); err != nil {
 			return err
@@ -303,13 +300,13 @@ func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, sessionID, oldRun, 
 }
 
 // releaseSessionLeases ends every held lease of a session that ends.
-func (s *Store) releaseSessionLeases(ctx context.Context, tx *sqlx.Tx, sessionID string, now time.Time) error {
+func (s *Store) releaseSessionLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, sessionID string, now time.Time) error {
 	var held []leaseRow
 	if err := tx.SelectContext(ctx, &held, tx.Rebind(selectLease+` WHERE session_id = ? AND state = 'held' ORDER BY id`), sessionID); err != nil {
 		return err
 	}
 	for _, r := range held {
-		if err := s.endLease(ctx, tx, r.lease(), checkpointd.LeaseReleased, "session_ended", now); err != nil && !errors.Is(err, errLeaseUnchanged) {
+		if err := s.endLease(ctx, tx, ch, r.lease(), checkpointd.LeaseReleased, "session_ended", now); err != nil && !errors.Is(err, errLeaseUnchanged) {
 			return err
 		}
 	}

@@ -24,13 +24,12 @@ type DeliveryRecord struct {
 // handler's, right after its answer), ended refs are settled here.
 // Errors: ErrStoreUnavailable.
 func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []checkpointd.Observation) (effects *checkpointd.ObservationEffects, duplicate bool, err error) {
-	ctx = s.noting(ctx, CauseWebhook)
 	now := s.now()
 	st, err := s.observeStatements(ctx)
 	if err != nil {
 		return nil, false, s.classify(err)
 	}
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.change(ctx, CauseWebhook, func(tx *sqlx.Tx, ch *changes) error {
 		effects, duplicate = newEffects(), false
 		res, err := tx.StmtxContext(ctx, st.insertDelivery).ExecContext(ctx, d.ID, d.Event, d.Forge, strings.ToLower(d.Repo), micros(now))
 		if err != nil {
@@ -41,7 +40,7 @@ func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []check
 			return nil
 		}
 		for _, o := range obs {
-			if err := s.observe(ctx, tx, st, o, now, effects); err != nil {
+			if err := s.observe(ctx, tx, ch, st, o, now, effects); err != nil {
 				return err
 			}
 		}
@@ -59,35 +58,36 @@ func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []check
 // settles them. Its effects count sessions, as they moved once everything
 // was settled: a session bound to two observed refs (a branch and its PR)
 // counts once. Errors: ErrStoreUnavailable.
-func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation) (*checkpointd.ObservationEffects, error) {
+// What it moved is also recorded in track.
+func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation, track ...*Moves) (*checkpointd.ObservationEffects, error) {
 	refs := make([]ActiveRef, len(obs))
 	for i, o := range obs {
 		refs[i] = ActiveRef{Repo: o.Repo, Branch: o.Branch, PR: o.PR}
 	}
-	ctx, moves := TrackMoves(ctx, refs)
-	ctx = s.noting(ctx, CauseReconcile)
+	moves := NewMoves(refs)
+	track = append(track, moves)
 	now := s.now()
 	var effects *checkpointd.ObservationEffects
 	st, err := s.observeStatements(ctx)
 	if err != nil {
 		return nil, s.classify(err)
 	}
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.change(ctx, CauseReconcile, func(tx *sqlx.Tx, ch *changes) error {
 		effects = newEffects()
 		for _, o := range obs {
-			if err := s.observe(ctx, tx, st, o, now, effects); err != nil {
+			if err := s.observe(ctx, tx, ch, st, o, now, effects); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}, track...)
 	if err != nil {
 		return nil, err
 	}
 	// Reconcile is the authority and not in a hurry: its verdicts are in
 	// place when it returns, and what they moved is counted from them
 	// rather than predicted per ref.
-	err = s.Settle(ctx)
+	err = s.settle(ctx, track...)
 	effects.Sessions = moves.Counts()
 	return effects, err
 }
@@ -147,7 +147,7 @@ RETURNING version`
 // is settled here, with its leases released, in the caller's transaction; a
 // ref that moved is settled after the answer (settle.go), because re-judging
 // a thousand sessions must not hold up the forge's delivery.
-func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, st *observeStatements, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
+func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, ch *changes, st *observeStatements, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
 	repoKey, ref := strings.ToLower(o.Repo), o.RefName()
 	if o.RepoID > 0 {
 		if _, err := tx.StmtxContext(ctx, st.forgeRepo).ExecContext(ctx, o.RepoID, o.Repo, micros(now)); err != nil {
@@ -189,10 +189,10 @@ func (s *Store) observe(ctx context.Context, tx *sqlx.Tx, st *observeStatements,
 	for c, ids := range groups {
 		eff.Sessions[c.to] += len(ids)
 	}
-	if err := applyJudgement(ctx, tx, repoKey, ref, row, groups, now); err != nil {
+	if err := applyJudgement(ctx, tx, ch, repoKey, ref, row, groups, now); err != nil {
 		return err
 	}
-	return s.releaseRefLeases(ctx, tx, repoKey, o, now, eff)
+	return s.releaseRefLeases(ctx, tx, ch, repoKey, o, now, eff)
 }
 
 type boundSession struct {
@@ -288,13 +288,13 @@ func (row liveRefRow) liveRef(repoKey, ref string) *checkpointd.LiveRef {
 
 // applyJudgement records judgeRef's changes, each with the ref's live state
 // as its evidence, and marks the ref settled at the judged version.
-func applyJudgement(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow, groups map[validityChange][]string, now time.Time) error {
+func applyJudgement(ctx context.Context, tx *sqlx.Tx, ch *changes, repoKey, ref string, row liveRefRow, groups map[validityChange][]string, now time.Time) error {
 	evidence := map[string]any{"source": row.Source, "ref": ref, "observed_head": row.Head, "ref_state": row.State}
 	for c, ids := range groups {
-		if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c.from), checkpointd.Validity(c.to), c.reason, evidence); err != nil {
+		if err := setValidityMany(ctx, tx, ch, ids, now, checkpointd.Validity(c.from), checkpointd.Validity(c.to), c.reason, evidence); err != nil {
 			return err
 		}
-		noteMoves(ctx, repoKey, ref, ids, checkpointd.Validity(c.from), checkpointd.Validity(c.to))
+		ch.move(repoKey, ref, ids, checkpointd.Validity(c.from), checkpointd.Validity(c.to))
 	}
 	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE live_refs SET settled_version = ? WHERE repo_key = ? AND ref = ? AND settled_version < ?`),
 		row.Version, repoKey, ref, row.Version)
@@ -312,7 +312,7 @@ func refTarget(ref string) (branch string, pr int64) {
 
 // releaseRefLeases releases the leases of a ref that ended: the PR's leases
 // when it closed or merged, the branch's when it was deleted.
-func (s *Store) releaseRefLeases(ctx context.Context, tx *sqlx.Tx, repoKey string, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
+func (s *Store) releaseRefLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, repoKey string, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
 	res := checkpointd.Resource{Kind: checkpointd.ResourceBranch, Repo: repoKey, Branch: o.Branch}
 	if o.PR > 0 {
 		res = checkpointd.Resource{Kind: checkpointd.ResourcePR, Repo: repoKey, Number: o.PR}
@@ -326,7 +326,7 @@ func (s *Store) releaseRefLeases(ctx context.Context, tx *sqlx.Tx, repoKey strin
 	if err != nil {
 		return err
 	}
-	if err := s.endLease(ctx, tx, l, checkpointd.LeaseReleased, "ref_"+string(o.End), now); err != nil {
+	if err := s.endLease(ctx, tx, ch, l, checkpointd.LeaseReleased, "ref_"+string(o.End), now); err != nil {
 		if errors.Is(err, errLeaseUnchanged) {
 			return nil
 		}

@@ -52,70 +52,76 @@ const (
 // (as SetKeys); nil removes it.
 func (s *Store) SetObserver(o Observer) { s.obs = o }
 
-// notes collects what one public call changes, per transaction attempt:
-// inTx forgets an attempt that rolled back and hands a committed one to the
-// observer. It travels in the call's context because the helpers that make
-// the changes (setValidity, endLease, …) take ctx and tx, not the store.
-type notes struct {
+// changes collects what one attempt of a write transaction changed. The
+// transaction's body starts from none (an attempt that rolled back is
+// forgotten: the retry runs the body again), the helpers that make the
+// changes (recordVerdict, endLease, …) are handed it, and the caller tells
+// it once the transaction committed (tell).
+type changes struct {
+	// cause, when the body sets it, is the observer's cause instead of
+	// the caller's (a settle's is whoever observed the ref last).
 	cause    string
 	validity map[checkpointd.Validity]int
 	leases   map[string]int
+	moved    []refMove
 }
 
-type notesKey struct{}
-
-// noting returns ctx carrying a fresh notes for cause, or ctx itself when
-// nobody observes.
-func (s *Store) noting(ctx context.Context, cause string) context.Context {
-	if s.obs == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, notesKey{}, &notes{cause: cause})
+// refMove is sessions judged on one ref that moved together.
+type refMove struct {
+	repoKey, ref string
+	ids          []string
+	from, to     checkpointd.Validity
 }
 
-func notesFrom(ctx context.Context) *notes {
-	n, _ := ctx.Value(notesKey{}).(*notes)
-	return n
-}
+func (c *changes) reset() { *c = changes{} }
 
-func noteValidity(ctx context.Context, to checkpointd.Validity, count int) {
-	if n := notesFrom(ctx); n != nil && count > 0 {
-		if n.validity == nil {
-			n.validity = map[checkpointd.Validity]int{}
-		}
-		n.validity[to] += count
-	}
-}
-
-func noteLease(ctx context.Context, kind string) {
-	if n := notesFrom(ctx); n != nil {
-		if n.leases == nil {
-			n.leases = map[string]int{}
-		}
-		n.leases[strings.TrimPrefix(kind, "lease.")]++
-	}
-}
-
-func (n *notes) reset() {
-	if n != nil {
-		n.validity, n.leases = nil, nil
-	}
-}
-
-// flush hands what a committed transaction changed to the observer.
-func (s *Store) flush(n *notes) {
-	if n == nil || s.obs == nil {
+// validityMoved counts n sessions moved to validity to.
+func (c *changes) validityMoved(to checkpointd.Validity, n int) {
+	if n <= 0 {
 		return
 	}
-	for to, c := range n.validity {
-		s.obs.ValidityChanged(n.cause, to, c)
+	if c.validity == nil {
+		c.validity = map[checkpointd.Validity]int{}
 	}
-	for kind, c := range n.leases {
-		for range c {
+	c.validity[to] += n
+}
+
+// lease counts one lease event (a lease.* event kind).
+func (c *changes) lease(kind string) {
+	if c.leases == nil {
+		c.leases = map[string]int{}
+	}
+	c.leases[strings.TrimPrefix(kind, "lease.")]++
+}
+
+// move records sessions judged on repoKey's ref moving from one validity
+// to another, for the callers that track moves (Moves).
+func (c *changes) move(repoKey, ref string, ids []string, from, to checkpointd.Validity) {
+	if from != to {
+		c.moved = append(c.moved, refMove{repoKey, ref, ids, from, to})
+	}
+}
+
+// tell hands what a committed transaction changed to the observer, by
+// cause, and to the trackers of moves.
+func (s *Store) tell(cause string, c *changes, track ...*Moves) {
+	for _, m := range track {
+		m.commit(c.moved)
+	}
+	if s.obs == nil {
+		return
+	}
+	if c.cause != "" {
+		cause = c.cause
+	}
+	for to, n := range c.validity {
+		s.obs.ValidityChanged(cause, to, n)
+	}
+	for kind, n := range c.leases {
+		for range n {
 			s.obs.LeaseEvent(kind)
 		}
 	}
-	n.reset()
 }
 
 // connectionsLost notes that the database ended a connection of this

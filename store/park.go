@@ -36,9 +36,8 @@ WHERE id = ? AND state = 'active' AND current_run_id = ?`
 // ErrForbidden, ErrSessionEnded, ErrNoCurrentRun (already parked),
 // ErrStoreUnavailable.
 func (s *Store) ParkSession(ctx context.Context, sessionID string, by Operator, reason string, inScope func(string) bool) (*checkpointd.Session, error) {
-	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
 		// Lock the row first (as every session-and-leases transaction
 		// does), then read which run is current under the lock.
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET updated_at = updated_at WHERE id = ?`), sessionID); err != nil {
@@ -71,7 +70,7 @@ func (s *Store) ParkSession(ctx context.Context, sessionID string, by Operator, 
 			map[string]any{"by": by, "reason": reason}); err != nil {
 			return err
 		}
-		return s.moveLeases(ctx, tx, sessionID, st.CurrentRunID, "", now)
+		return s.moveLeases(ctx, tx, ch, sessionID, st.CurrentRunID, "", now)
 	})
 	if err != nil {
 		return nil, err

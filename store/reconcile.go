@@ -103,10 +103,9 @@ WHERE state = 'active' AND validity <> 'invalidated' ORDER BY id`); err != nil {
 // before counts until reconcile has asked the forge again. It returns how
 // many sessions changed. Errors: ErrStoreUnavailable.
 func (s *Store) ResetValidity(ctx context.Context, reason string) (int, error) {
-	ctx = s.noting(ctx, CauseRestart)
 	now := s.now()
 	n := 0
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseRestart, func(tx *sqlx.Tx, ch *changes) error {
 		n = 0
 		var rows []struct {
 			ID       string `db:"id"`
@@ -124,7 +123,7 @@ WHERE state = 'active' AND validity <> 'unverified' ORDER BY id`); err != nil {
 			}
 		}
 		for from, ids := range byFrom {
-			if err := setValidityMany(ctx, tx, ids, now, from, checkpointd.ValidityUnverified, reason,
+			if err := setValidityMany(ctx, tx, ch, ids, now, from, checkpointd.ValidityUnverified, reason,
 				map[string]any{"source": "boot"}); err != nil {
 				return err
 			}
@@ -140,13 +139,12 @@ WHERE state = 'active' AND validity <> 'unverified' ORDER BY id`); err != nil {
 // open live refs become ambiguous (no evidence) and every active session
 // bound to them is re-judged without a live head, so it becomes (or stays)
 // unverified with reason — never valid — unless a lost lease keeps it
-// lease_lost. It returns how many sessions moved to each validity.
-// Errors: ErrStoreUnavailable.
-func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, source string) (map[string]int, error) {
-	ctx = s.noting(ctx, CauseReconcile)
+// lease_lost. It returns how many sessions moved to each validity, and
+// records the moves in track. Errors: ErrStoreUnavailable.
+func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, source string, track ...*Moves) (map[string]int, error) {
 	now := s.now()
 	var moved map[string]int
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseReconcile, func(tx *sqlx.Tx, ch *changes) error {
 		moved = map[string]int{}
 		for _, ref := range refs {
 			repoKey := strings.ToLower(ref.Repo)
@@ -177,17 +175,17 @@ func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, so
 			}
 			evidence := map[string]any{"source": source, "ref": ref.Name()}
 			for c, ids := range groups {
-				if err := setValidityMany(ctx, tx, ids, now, checkpointd.Validity(c.from), checkpointd.Validity(c.to), c.reason, evidence); err != nil {
+				if err := setValidityMany(ctx, tx, ch, ids, now, checkpointd.Validity(c.from), checkpointd.Validity(c.to), c.reason, evidence); err != nil {
 					return err
 				}
-				noteMoves(ctx, repoKey, ref.Name(), ids, checkpointd.Validity(c.from), checkpointd.Validity(c.to))
+				ch.move(repoKey, ref.Name(), ids, checkpointd.Validity(c.from), checkpointd.Validity(c.to))
 				if c.from != c.to {
 					moved[c.to] += len(ids)
 				}
 			}
 		}
 		return nil
-	})
+	}, track...)
 	return moved, err
 }
 
@@ -284,7 +282,6 @@ type LeaseReconcile struct {
 // hold is judged lease_lost. source (reconcile:<pass id>) is the evidence.
 // Errors: ErrStoreUnavailable.
 func (s *Store) ReconcileLeases(ctx context.Context, source string) (LeaseReconcile, error) {
-	ctx = s.noting(ctx, CauseReconcile)
 	var out LeaseReconcile
 	const batch = 500
 	for {
@@ -321,7 +318,7 @@ WHERE l.state = 'held' AND (s.state <> 'active' OR s.current_run_id <> l.run_id)
 func (s *Store) releaseMismatch(ctx context.Context, id, source string) (bool, error) {
 	now := s.now()
 	released := false
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseReconcile, func(tx *sqlx.Tx, ch *changes) error {
 		released = false
 		l, err := s.getLease(ctx, tx, id)
 		if err != nil || l.State != checkpointd.LeaseHeld {
@@ -343,7 +340,7 @@ func (s *Store) releaseMismatch(ctx context.Context, id, source string) (bool, e
 			return err
 		}
 		released = true
-		return s.endLease(ctx, tx, l, checkpointd.LeaseReleased, "run_mismatch", now)
+		return s.endLease(ctx, tx, ch, l, checkpointd.LeaseReleased, "run_mismatch", now)
 	})
 	if errors.Is(err, errLeaseUnchanged) {
 		return false, nil // renewed or ended meanwhile: nothing to release
@@ -358,7 +355,7 @@ func (s *Store) releaseMismatch(ctx context.Context, id, source string) (bool, e
 func (s *Store) judgeNamedLeases(ctx context.Context, source string) (int, error) {
 	now := s.now()
 	n := 0
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseReconcile, func(tx *sqlx.Tx, ch *changes) error {
 		n = 0
 		var rows []struct {
 			ID       string `db:"id"`
@@ -407,7 +404,7 @@ WHERE s.state = 'active' AND s.validity NOT IN ('invalidated', 'lease_lost')
 			if missing != "" {
 				evidence["lease_id"] = missing
 			}
-			if err := recordVerdict(ctx, tx, r.ID, now, current, next, evidence); err != nil {
+			if err := recordVerdict(ctx, tx, ch, r.ID, now, current, next, evidence); err != nil {
 				return err
 			}
 			n++

@@ -66,14 +66,13 @@ const startParked = startRunSet + ` AND current_run_id = ''` + startRunReturning
 // exactly one current run. Errors: ErrNotFound, ErrSessionEnded,
 // ErrDraining (a drain gates new runs), ErrRunActive, ErrStoreUnavailable.
 func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*checkpointd.Run, error) {
-	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
 	rid := checkpointd.NewID(checkpointd.PrefixRun)
 	agentJSON, _ := json.Marshal(in.Agent)
 	live := true
 	run := &checkpointd.Run{ID: rid, SessionID: sessionID, Agent: in.Agent, StartedAt: now, TakeoverReason: in.Reason,
 		LastSeenAt: &now, Live: &live}
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
 		st, err := getSessionState(ctx, tx, sessionID)
 		if err != nil {
 			return err
@@ -140,7 +139,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 			map[string]any{"fencing_token": token, "takeover": in.Takeover, "after_park": parked, "reason": in.Reason, "agent": in.Agent}); err != nil {
 			return err
 		}
-		return s.moveLeases(ctx, tx, sessionID, old.ID, rid, now)
+		return s.moveLeases(ctx, tx, ch, sessionID, old.ID, rid, now)
 	})
 	if err != nil {
 		return nil, err
@@ -189,9 +188,8 @@ func (s *Store) EndSessionAs(ctx context.Context, in SessionEnd) (*checkpointd.S
 	if in.RunID == "" && in.By == nil {
 		return nil, checkpointd.Invalid("/run_id", "required")
 	}
-	ctx = s.noting(ctx, CauseLease)
 	now := s.now()
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
 		var row struct {
 			EventSeq int64  `db:"event_seq"`
 			Run      string `db:"current_run_id"`
@@ -217,7 +215,7 @@ func (s *Store) EndSessionAs(ctx context.Context, in SessionEnd) (*checkpointd.S
 		if err := insertEvent(ctx, tx, in.SessionID, row.EventSeq, now, checkpointd.EventSessionEnded, row.Run, data); err != nil {
 			return err
 		}
-		return s.releaseSessionLeases(ctx, tx, in.SessionID, now)
+		return s.releaseSessionLeases(ctx, tx, ch, in.SessionID, now)
 	})
 	if err != nil {
 		return nil, err

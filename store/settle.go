@@ -35,7 +35,10 @@ const settleBatch = 100
 // Go for the one settle that covers them all, instead of each holding a
 // pooled connection while it waits on the same row locks. A ref that fails
 // does not hold up the others; the errors are joined.
-func (s *Store) Settle(ctx context.Context) error {
+func (s *Store) Settle(ctx context.Context) error { return s.settle(ctx) }
+
+// settle is Settle recording what it moved in track.
+func (s *Store) settle(ctx context.Context, track ...*Moves) error {
 	select {
 	case s.settling <- struct{}{}:
 	case <-ctx.Done():
@@ -55,7 +58,7 @@ ORDER BY repo_key, ref LIMIT ?`), after.repoKey, after.ref, settleBatch); err !=
 			return errors.Join(append(failed, s.classify(err))...)
 		}
 		for _, r := range refs {
-			if err := s.settleRef(ctx, r.RepoKey, r.Ref); err != nil {
+			if err := s.settleRef(ctx, r.RepoKey, r.Ref, track...); err != nil {
 				if ctx.Err() != nil {
 					return err
 				}
@@ -111,29 +114,26 @@ LIMIT 1) p`)
 // two replicas settling the same ref take turns and the later one finds it
 // settled, and a delivery to the ref waits for the settle in progress; an
 // older judgement can never be committed over a newer one.
-func (s *Store) settleRef(ctx context.Context, repoKey, ref string) error {
+func (s *Store) settleRef(ctx context.Context, repoKey, ref string, track ...*Moves) error {
 	q := `SELECT head, state, observed_at, source, version FROM live_refs WHERE repo_key = ? AND ref = ? AND version <> settled_version`
 	if s.dialect == migrations.Postgres {
 		q += ` FOR UPDATE`
 	}
-	ctx = s.noting(ctx, CauseWebhook)
 	start, judged := time.Now(), false
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.change(ctx, CauseWebhook, func(tx *sqlx.Tx, ch *changes) error {
 		judged = false
 		var row liveRefRow
 		if err := tx.GetContext(ctx, &row, tx.Rebind(q), repoKey, ref); err != nil {
 			return ignoreNoRows(err) // settled meanwhile
 		}
 		judged = true
-		if n := notesFrom(ctx); n != nil {
-			n.cause = settleCause(row.Source)
-		}
+		ch.cause = settleCause(row.Source)
 		groups, err := judgeRef(ctx, tx, repoKey, ref, row)
 		if err != nil {
 			return err
 		}
-		return applyJudgement(ctx, tx, repoKey, ref, row, groups, s.now())
-	})
+		return applyJudgement(ctx, tx, ch, repoKey, ref, row, groups, s.now())
+	}, track...)
 	if err == nil && judged && s.obs != nil {
 		s.obs.RefSettled(time.Since(start))
 	}

@@ -260,17 +260,12 @@ func (s *Store) Close() error {
 // connection the server ended) is tried again at once on another, up to
 // maxConnAttempts. A connection that breaks at the commit is not retried:
 // whether it committed is unknown. Each retry is counted (Observer).
-// What the transaction noted for the observer (observer.go) is handed over
-// only once it committed.
+// fn runs again from the start on each attempt: what it collects for the
+// observer (changes) it resets first.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
-	n := notesFrom(ctx)
 	for attempt := 1; ; attempt++ {
-		n.reset()
-		resetMoves(ctx)
 		err = s.tryTx(ctx, fn)
 		if err == nil {
-			s.flush(n)
-			commitMoves(ctx)
 			s.committed()
 			return nil
 		}

@@ -18,7 +18,7 @@ import (
 // explanation: it is no transition, and the event of the write that caused
 // it is its record. The row changes only while it holds from, the verdict
 // that was judged.
-func recordVerdict(ctx context.Context, tx *sqlx.Tx, sessionID string, at time.Time, from, to checkpointd.Verdict, evidence map[string]any) error {
+func recordVerdict(ctx context.Context, tx *sqlx.Tx, ch *changes, sessionID string, at time.Time, from, to checkpointd.Verdict, evidence map[string]any) error {
 	if from.Validity == to.Validity {
 		_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET validity_reason = ?
 WHERE id = ? AND validity = ? AND validity_reason <> ?`), to.Reason, sessionID, string(to.Validity), to.Reason)
@@ -32,7 +32,7 @@ WHERE id = ? AND validity = ? AND validity_reason <> ?`), to.Reason, sessionID, 
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return err
 	}
-	noteValidity(ctx, to.Validity, 1)
+	ch.validityMoved(to.Validity, 1)
 	data := map[string]any{"from": from.Validity, "to": to.Validity, "reason": to.Reason}
 	for k, v := range evidence {
 		data[k] = v
@@ -42,7 +42,7 @@ WHERE id = ? AND validity = ? AND validity_reason <> ?`), to.Reason, sessionID, 
 
 // rejudgeLeases re-judges a session after one of its leases ended: if the
 // latest checkpoint names that lease, the session has lost it.
-func rejudgeLeases(ctx context.Context, tx *sqlx.Tx, sessionID, leaseID string, at time.Time, cause string) error {
+func rejudgeLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, sessionID, leaseID string, at time.Time, cause string) error {
 	var row struct {
 		Validity string `db:"validity"`
 		Reason   string `db:"validity_reason"`
@@ -74,7 +74,7 @@ WHERE s.id = ? AND s.state = 'active'`), sessionID)
 	if !changed {
 		return nil
 	}
-	return recordVerdict(ctx, tx, sessionID, at, current, next, map[string]any{"lease_id": leaseID, "cause": cause})
+	return recordVerdict(ctx, tx, ch, sessionID, at, current, next, map[string]any{"lease_id": leaseID, "cause": cause})
 }
 
 // setValidityMany moves many sessions from one validity to another (the
@@ -82,7 +82,7 @@ WHERE s.id = ? AND s.state = 'active'`), sessionID)
 // multi-row event insert: a push can touch a thousand sessions and must
 // still answer Gitea within its timeout. A row that no longer holds from
 // is left alone.
-func setValidityMany(ctx context.Context, tx *sqlx.Tx, ids []string, at time.Time, from, to checkpointd.Validity, reason string, evidence map[string]any) error {
+func setValidityMany(ctx context.Context, tx *sqlx.Tx, ch *changes, ids []string, at time.Time, from, to checkpointd.Validity, reason string, evidence map[string]any) error {
 	data := map[string]any{"from": from, "to": to, "reason": reason}
 	for k, v := range evidence {
 		data[k] = v
@@ -92,7 +92,7 @@ func setValidityMany(ctx context.Context, tx *sqlx.Tx, ids []string, at time.Tim
 		return err
 	}
 	if tx.DriverName() == "postgres" {
-		return setValidityManyPG(ctx, tx, ids, at, from, to, reason, payload)
+		return setValidityManyPG(ctx, tx, ch, ids, at, from, to, reason, payload)
 	}
 	const chunk = 500
 	for len(ids) > 0 {
@@ -116,7 +116,7 @@ WHERE id IN (?) AND validity = ? RETURNING id, event_seq, checkpoint_seq`, strin
 			continue
 		}
 		if from != to { // a new reason for the same validity is no transition
-			noteValidity(ctx, to, len(seqs))
+			ch.validityMoved(to, len(seqs))
 		}
 		values := make([]string, len(seqs))
 		eargs := make([]any, 0, len(seqs)*7)
@@ -134,7 +134,7 @@ WHERE id IN (?) AND validity = ? RETURNING id, event_seq, checkpoint_seq`, strin
 // setValidityManyPG is setValidityMany in one statement for any number of
 // sessions: the events are made from the updated rows inside the server,
 // so a thousand of them cost no parameters and no round trips.
-func setValidityManyPG(ctx context.Context, tx *sqlx.Tx, ids []string, at time.Time, from, to checkpointd.Validity, reason, payload string) error {
+func setValidityManyPG(ctx context.Context, tx *sqlx.Tx, ch *changes, ids []string, at time.Time, from, to checkpointd.Validity, reason, payload string) error {
 	var n int
 	err := tx.QueryRowxContext(ctx, `WITH moved AS (
     UPDATE sessions SET validity = $1, validity_reason = $2, validity_at = $3, event_seq = event_seq + 1
@@ -148,7 +148,7 @@ SELECT COUNT(*) FROM logged`, string(to), reason, micros(at), pq.Array(ids), che
 		return err
 	}
 	if from != to { // a new reason for the same validity is no transition
-		noteValidity(ctx, to, n)
+		ch.validityMoved(to, n)
 	}
 	return nil
 }

@@ -113,9 +113,6 @@ func (g *groupCommitter) run(batch []*groupJob) {
 	var results []error
 	var err error
 	for attempt := 0; ; attempt++ {
-		for _, j := range batch {
-			notesFrom(j.ctx).reset()
-		}
 		results, err = g.try(batch)
 		if err == nil || !retryable(err) || attempt == 3 {
 			break
@@ -123,11 +120,7 @@ func (g *groupCommitter) run(batch []*groupJob) {
 	}
 	for i, j := range batch {
 		if err == nil {
-			err := results[i]
-			if err == nil {
-				g.s.flush(notesFrom(j.ctx)) // committed: tell the observer
-			}
-			j.result <- err
+			j.result <- results[i]
 		} else {
 			j.result <- err
 		}
@@ -139,8 +132,7 @@ func (g *groupCommitter) run(batch []*groupJob) {
 func (g *groupCommitter) try(batch []*groupJob) (results []error, err error) {
 	// The batch's statements are never cancelled: a request that gives up
 	// is skipped before its turn, never interrupted inside the shared
-	// transaction. Each job keeps its context's values (what it notes for
-	// the observer).
+	// transaction.
 	tx, err := g.s.wdb.BeginTxx(context.Background(), nil)
 	if err != nil {
 		return nil, err
@@ -161,7 +153,6 @@ func (g *groupCommitter) try(batch []*groupJob) (results []error, err error) {
 			return nil, err
 		}
 		if results[i] = runJob(ctx, tx, j.fn); results[i] != nil {
-			notesFrom(ctx).reset() // rolled back: nothing to tell
 			if _, err := tx.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
 				// SQLite aborts the whole transaction on some errors
 				// (SQLITE_FULL, IOERR): the savepoint went with it, and
@@ -230,6 +221,22 @@ func (s *Store) closeStatements() error {
 	for k, st := range s.stmts.m {
 		err = errors.Join(err, st.Close())
 		delete(s.stmts.m, k)
+	}
+	return err
+}
+
+// change runs fn in a write transaction (inTx) and, once it committed,
+// tells the observer what it changed, by cause, and the trackers the moves
+// it made. fn gets its attempt's changes, from none: a retried attempt
+// starts again.
+func (s *Store) change(ctx context.Context, cause string, fn func(tx *sqlx.Tx, ch *changes) error, track ...*Moves) error {
+	var ch changes
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		ch.reset()
+		return fn(tx, &ch)
+	})
+	if err == nil {
+		s.tell(cause, &ch, track...)
 	}
 	return err
 }
