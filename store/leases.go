@@ -329,3 +329,66 @@ func heldByRun(ctx context.Context, tx *sqlx.Tx, runID string, now time.Time) (m
 	}
 	return held, nil
 }
+
+// releaseRefLeases releases the leases of a ref that ended: the PR's leases
+// when it closed or merged, the branch's when it was deleted.
+func (s *Store) releaseRefLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, repoKey string, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
+	res := checkpointd.Resource{Kind: checkpointd.ResourceBranch, Repo: repoKey, Branch: o.Branch}
+	if o.PR > 0 {
+		res = checkpointd.Resource{Kind: checkpointd.ResourcePR, Repo: repoKey, Number: o.PR}
+	}
+	var id string
+	err := tx.GetContext(ctx, &id, tx.Rebind(`SELECT lease_id FROM lease_resources WHERE resource_key = ? AND lease_id <> ''`), res.Key())
+	if err != nil {
+		return ignoreNoRows(err)
+	}
+	l, err := s.getLease(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if err := s.endLease(ctx, tx, ch, l, checkpointd.LeaseReleased, "ref_"+string(o.End), now); err != nil {
+		if errors.Is(err, errLeaseUnchanged) {
+			return nil
+		}
+		return err
+	}
+	eff.LeasesReleased++
+	return nil
+}
+
+// rejudgeLeases re-judges a session after one of its leases ended: if the
+// latest checkpoint names that lease, the session has lost it.
+func rejudgeLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, sessionID, leaseID string, at time.Time, cause string) error {
+	var row struct {
+		Validity string `db:"validity"`
+		Reason   string `db:"validity_reason"`
+		Document string `db:"document"`
+	}
+	err := tx.GetContext(ctx, &row, tx.Rebind(`
+SELECT s.validity, s.validity_reason, COALESCE(c.document, '{}') AS document
+FROM sessions s LEFT JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
+WHERE s.id = ? AND s.state = 'active'`), sessionID)
+	if err != nil {
+		return ignoreNoRows(err)
+	}
+	var doc checkpointd.Document
+	if err := jsonUnmarshal(row.Document, &doc); err != nil {
+		return err
+	}
+	named := false
+	for _, l := range doc.Leases {
+		named = named || l.LeaseID == leaseID
+	}
+	if !named {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET leases_ok = FALSE WHERE id = ?`), sessionID); err != nil {
+		return err
+	}
+	current := checkpointd.Verdict{Validity: checkpointd.Validity(row.Validity), Reason: row.Reason}
+	next, changed := checkpointd.Rejudge(current, checkpointd.ValidityEvidence{LeasesHeld: false})
+	if !changed {
+		return nil
+	}
+	return recordVerdict(ctx, tx, ch, sessionID, at, current, next, map[string]any{"lease_id": leaseID, "cause": cause})
+}

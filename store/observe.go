@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -308,30 +307,4 @@ func refTarget(ref string) (branch string, pr int64) {
 		return "", pr
 	}
 	return strings.TrimPrefix(ref, "branch:"), 0
-}
-
-// releaseRefLeases releases the leases of a ref that ended: the PR's leases
-// when it closed or merged, the branch's when it was deleted.
-func (s *Store) releaseRefLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, repoKey string, o checkpointd.Observation, now time.Time, eff *checkpointd.ObservationEffects) error {
-	res := checkpointd.Resource{Kind: checkpointd.ResourceBranch, Repo: repoKey, Branch: o.Branch}
-	if o.PR > 0 {
-		res = checkpointd.Resource{Kind: checkpointd.ResourcePR, Repo: repoKey, Number: o.PR}
-	}
-	var id string
-	err := tx.GetContext(ctx, &id, tx.Rebind(`SELECT lease_id FROM lease_resources WHERE resource_key = ? AND lease_id <> ''`), res.Key())
-	if err != nil {
-		return ignoreNoRows(err)
-	}
-	l, err := s.getLease(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	if err := s.endLease(ctx, tx, ch, l, checkpointd.LeaseReleased, "ref_"+string(o.End), now); err != nil {
-		if errors.Is(err, errLeaseUnchanged) {
-			return nil
-		}
-		return err
-	}
-	eff.LeasesReleased++
-	return nil
 }

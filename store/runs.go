@@ -19,25 +19,6 @@ type NewRun struct {
 	Agent    checkpointd.Agent
 }
 
-// sessionState is the part of a session row that decides whether a run may
-// act on it.
-type sessionState struct {
-	State        string `db:"state"`
-	CurrentRunID string `db:"current_run_id"`
-	RunSeq       int64  `db:"run_seq"`
-	Repo         string `db:"repo"`
-	Role         string `db:"role"`
-}
-
-func getSessionState(ctx context.Context, tx *sqlx.Tx, id string) (*sessionState, error) {
-	var st sessionState
-	err := tx.GetContext(ctx, &st, tx.Rebind(`SELECT state, current_run_id, run_seq, repo, role FROM sessions WHERE id = ?`), id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFoundOrGone(ctx, tx, id)
-	}
-	return &st, err
-}
-
 // takeOver and startParked share their text by composition, not by
 // editing one into the other: a replace that stops matching would change
 // nothing, silently.
@@ -221,22 +202,4 @@ func (s *Store) EndSessionAs(ctx context.Context, in SessionEnd) (*checkpointd.S
 		return nil, err
 	}
 	return s.getSession(ctx, in.SessionID)
-}
-
-// whyRejected explains why a conditional update by a run matched no row.
-// token 0 means the caller did not present a fencing token.
-func (s *Store) whyRejected(ctx context.Context, tx *sqlx.Tx, sessionID, runID string, token int64) error {
-	st, err := getSessionState(ctx, tx, sessionID)
-	if err != nil {
-		return err
-	}
-	switch {
-	case st.State != string(checkpointd.SessionActive):
-		return fmt.Errorf("session %s: %w", sessionID, checkpointd.ErrSessionEnded)
-	case st.CurrentRunID != runID:
-		return fmt.Errorf("%w: that run is not the current run of session %s", checkpointd.ErrRunSuperseded, sessionID)
-	case token != 0 && token != st.RunSeq:
-		return fmt.Errorf("%w: fencing token %d is not the current run's token %d", checkpointd.ErrRunSuperseded, token, st.RunSeq)
-	}
-	return fmt.Errorf("session %s: update matched no row", sessionID)
 }

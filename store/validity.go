@@ -40,43 +40,6 @@ WHERE id = ? AND validity = ? AND validity_reason <> ?`), to.Reason, sessionID, 
 	return appendCheckpointEvent(ctx, tx, sessionID, at, checkpointd.EventValidity, data)
 }
 
-// rejudgeLeases re-judges a session after one of its leases ended: if the
-// latest checkpoint names that lease, the session has lost it.
-func rejudgeLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, sessionID, leaseID string, at time.Time, cause string) error {
-	var row struct {
-		Validity string `db:"validity"`
-		Reason   string `db:"validity_reason"`
-		Document string `db:"document"`
-	}
-	err := tx.GetContext(ctx, &row, tx.Rebind(`
-SELECT s.validity, s.validity_reason, COALESCE(c.document, '{}') AS document
-FROM sessions s LEFT JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
-WHERE s.id = ? AND s.state = 'active'`), sessionID)
-	if err != nil {
-		return ignoreNoRows(err)
-	}
-	var doc checkpointd.Document
-	if err := jsonUnmarshal(row.Document, &doc); err != nil {
-		return err
-	}
-	named := false
-	for _, l := range doc.Leases {
-		named = named || l.LeaseID == leaseID
-	}
-	if !named {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET leases_ok = FALSE WHERE id = ?`), sessionID); err != nil {
-		return err
-	}
-	current := checkpointd.Verdict{Validity: checkpointd.Validity(row.Validity), Reason: row.Reason}
-	next, changed := checkpointd.Rejudge(current, checkpointd.ValidityEvidence{LeasesHeld: false})
-	if !changed {
-		return nil
-	}
-	return recordVerdict(ctx, tx, ch, sessionID, at, current, next, map[string]any{"lease_id": leaseID, "cause": cause})
-}
-
 // setValidityMany moves many sessions from one validity to another (the
 // verdict Rejudge gave each of them) with one statement per chunk and one
 // multi-row event insert: a push can touch a thousand sessions and must

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
 )
 
 // writeFunc is the body of a write transaction. It must use the ctx it is
@@ -239,4 +243,118 @@ func (s *Store) change(ctx context.Context, cause string, fn func(tx *sqlx.Tx, c
 		s.tell(cause, &ch, track...)
 	}
 	return err
+}
+
+// inTx runs fn in a write transaction, rolls back on error or panic and
+// returns the commit error. A transaction refused for contention
+// (serialization failure, deadlock, lock timeout, SQLite busy) is tried
+// again after a jittered backoff, up to maxTxAttempts, then answered as
+// ErrContended; one whose connection broke before its commit (a pooled
+// connection the server ended) is tried again at once on another, up to
+// maxConnAttempts. A connection that breaks at the commit is not retried:
+// whether it committed is unknown. Each retry is counted (Observer).
+// fn runs again from the start on each attempt: what it collects for the
+// observer (changes) it resets first.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	for attempt := 1; ; attempt++ {
+		err = s.tryTx(ctx, fn)
+		if err == nil {
+			s.committed()
+			return nil
+		}
+		why := retryReason(err)
+		switch {
+		case why == "":
+			return s.classifyOp(OpWrite, err)
+		case why == RetryConflict && attempt >= maxTxAttempts:
+			return fmt.Errorf("%w: the database refused the change %d times for concurrent changes of the same rows; nothing was changed: %w",
+				checkpointd.ErrContended, attempt, err)
+		case why == RetryConnection && attempt >= maxConnAttempts:
+			return s.classifyOp(OpWrite, err)
+		}
+		if s.obs != nil {
+			s.obs.StoreRetry(why)
+		}
+		if why == RetryConnection {
+			s.dropIdleConns()
+		}
+		if why == RetryConflict {
+			if werr := sleepCtx(ctx, txBackoff(attempt)); werr != nil {
+				return s.classifyOp(OpWrite, err)
+			}
+		}
+	}
+}
+
+// dropIdleConns closes the pool's idle connections: one the server ended
+// means the others it held idle were most likely ended with it (a restart,
+// a failover, pg_terminate_backend), and each would otherwise cost an
+// attempt of its own — more dead connections than attempts made a write
+// fail after the server was back. Connections in use are left alone.
+func (s *Store) dropIdleConns() {
+	if s.idleConns > 0 {
+		s.wdb.SetMaxIdleConns(0)
+		s.wdb.SetMaxIdleConns(s.idleConns)
+	}
+}
+
+// Retry bounds of inTx.
+const (
+	maxTxAttempts   = 8
+	maxConnAttempts = 3
+)
+
+// Reasons a transaction is tried again (Observer.StoreRetry).
+const (
+	RetryConflict   = "conflict"
+	RetryConnection = "connection"
+)
+
+// txBackoff is the wait before the attempt after attempt: doubling from
+// 2 ms to at most 100 ms, half of it random, so that the transactions that
+// conflicted do not meet again (about 0.3 s over every attempt).
+func txBackoff(attempt int) time.Duration {
+	d := min(2*time.Millisecond<<(attempt-1), 100*time.Millisecond)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// commitError is a failed COMMIT: the transaction may or may not have
+// committed.
+type commitError struct{ err error }
+
+func (e commitError) Error() string { return "commit: " + e.err.Error() }
+func (e commitError) Unwrap() error { return e.err }
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := s.wdb.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return commitError{err}
+	}
+	return nil
 }

@@ -66,31 +66,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, d.ID, err)
 		return
 	}
-	obs, repo := observations(d, ev)
-	if obs == nil {
-		ig, _ := ev.(Ignored)
-		h.Metrics.WebhookDelivery(d.Event, "ignored")
-		write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "ignored": ig.Reason})
-		return
-	}
-	effects, dup, err := h.Store.ApplyDelivery(r.Context(), store.DeliveryRecord{ID: d.ID, Event: d.Event, Forge: d.Forge, Repo: repo}, obs)
+	outcome, answer, err := h.apply(r.Context(), d, ev)
+	h.Metrics.WebhookDelivery(d.Event, outcome)
 	if err != nil {
-		h.Metrics.WebhookDelivery(d.Event, "store_unavailable")
 		h.Log.ErrorContext(r.Context(), "webhook delivery not recorded", slog.String("delivery", d.ID), slog.Any("err", err))
 		problem(w, http.StatusServiceUnavailable, "store_unavailable", "the store cannot record the delivery; reconcile will catch up")
 		return
 	}
-	if dup {
-		h.Metrics.WebhookDelivery(d.Event, "duplicate")
-		write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "duplicate": true})
+	if outcome != "applied" {
+		write(w, http.StatusOK, answer)
 		return
 	}
-	h.Metrics.WebhookDelivery(d.Event, "applied")
 	// The connection closes after the settle below: the server reads the
 	// next request on a connection only once the handler returns, and the
 	// forge's next delivery must not wait behind this one's settle.
 	w.Header().Set("Connection", "close")
-	write(w, http.StatusOK, map[string]any{"delivery": d.ID, "event": d.Event, "effects": effects})
+	write(w, http.StatusOK, answer)
 	// The answer is complete (it carries its length) and on its way; the
 	// forge is not kept waiting while the sessions are re-judged. Every read
 	// that reports validity settles first, so the window is never visible.
@@ -102,6 +93,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Log.WarnContext(ctx, "webhook: re-judging the sessions failed; the next read or worker pass retries",
 			slog.String("delivery", d.ID), slog.Any("err", err))
 	}
+}
+
+// apply records a parsed delivery with its evidence and says what became of
+// it (the outcome label of the deliveries metric: ignored, duplicate,
+// applied, store_unavailable) and the answer to give.
+func (h *Handler) apply(ctx context.Context, d *Delivery, ev Event) (outcome string, answer map[string]any, err error) {
+	answer = map[string]any{"delivery": d.ID, "event": d.Event}
+	obs, repo := observations(d, ev)
+	if obs == nil {
+		ig, _ := ev.(Ignored)
+		answer["ignored"] = ig.Reason
+		return "ignored", answer, nil
+	}
+	effects, dup, err := h.Store.ApplyDelivery(ctx, store.DeliveryRecord{ID: d.ID, Event: d.Event, Forge: d.Forge, Repo: repo}, obs)
+	switch {
+	case err != nil:
+		return "store_unavailable", nil, err
+	case dup:
+		answer["duplicate"] = true
+		return "duplicate", answer, nil
+	}
+	answer["effects"] = effects
+	return "applied", answer, nil
 }
 
 // settleTimeout bounds the re-judging after an answer.
