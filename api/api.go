@@ -4,7 +4,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,43 +22,37 @@ import (
 	"github.com/checkpointd/checkpointd/writefail"
 )
 
-// Store is what the API needs of persistence.
-type Store interface {
-	lease.Store
-	reconcile.Store
-	DrainStore
-	writefail.Store
-	FeedStore
-	LastReconcileReport(ctx context.Context) (json.RawMessage, error)
-	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
-	CreateSession(ctx context.Context, in store.NewSession) (*checkpointd.Session, error)
-	GetSession(ctx context.Context, id string) (*checkpointd.Session, error)
-	SessionRepo(ctx context.Context, id string) (string, error)
-	ListSessions(ctx context.Context, f store.SessionFilter) ([]checkpointd.Session, error)
-	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*checkpointd.Run, error)
-	EndSessionAs(ctx context.Context, in store.SessionEnd) (*checkpointd.Session, error)
-	SeeRun(ctx context.Context, sessionID, runID string) (*checkpointd.Run, error)
-	ParkSession(ctx context.Context, sessionID string, by store.Operator, reason string, inScope func(string) bool) (*checkpointd.Session, error)
-	WriteCheckpoint(ctx context.Context, w store.CheckpointWrite) (*checkpointd.Checkpoint, error)
-	GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error)
-	ListCheckpoints(ctx context.Context, sessionID string, before int64, limit int) ([]checkpointd.CheckpointSummary, error)
-	ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]checkpointd.Event, error)
-	ClearSession(ctx context.Context, sessionID, by, reason string) (*checkpointd.Tombstone, error)
-	ClaimIdempotency(ctx context.Context, scope, key, digest string) (string, *store.Replay, error)
-	ReleaseIdempotency(ctx context.Context, scope, key, claim string) error
-	GetLease(ctx context.Context, id string) (*checkpointd.Lease, error)
-	LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error)
-	ListLeases(ctx context.Context, f store.LeaseFilter) ([]checkpointd.Lease, error)
+// Stores is what the API needs of persistence: one small interface per
+// part of it, each declared beside the handlers that use it. StoresOf
+// takes them all from one store; a test may put a wrapper of it in any.
+type Stores struct {
+	Auth        authStore        // auth.go
+	Sessions    sessionStore     // sessions.go
+	Checkpoints checkpointStore  // checkpoints.go
+	Idempotency idempotencyStore // idempotency.go
+	Leases      leaseStore       // leases.go
+	Drain       DrainStore       // drain.go
+	Failures    writefail.Store  // the failure journal (Deps.Failures) by default
+	Feed        FeedStore        // watch_hub.go
+	Errors      errorStore       // errorlog.go
+	Reconcile   reconcileStore   // reconcile.go
+	Ready       readyStore       // readyz, below
+}
+
+// StoresOf takes every store of the API from s.
+func StoresOf(s *store.Store) Stores {
+	return Stores{Auth: s, Sessions: s, Checkpoints: s, Idempotency: s, Leases: s, Drain: s, Failures: s,
+		Feed: s, Errors: s, Reconcile: s, Ready: s}
+}
+
+// readyStore is what readyz asks.
+type readyStore interface {
 	Ready(ctx context.Context) error
-	errlog.Store
-	ListErrors(ctx context.Context, f store.ErrorFilter) ([]checkpointd.ErrorRecord, error)
-	FleetCounts(ctx context.Context) (*checkpointd.FleetCounts, error)
-	ListDrains(ctx context.Context, before string, limit int) ([]checkpointd.Drain, error)
 }
 
 // Deps are the API's collaborators and settings.
 type Deps struct {
-	Store Store
+	Store Stores
 	// Leases defaults to a manager over Store; serve passes the one whose
 	// worker it runs.
 	Leases *lease.Manager
@@ -144,7 +137,7 @@ func New(d Deps) http.Handler {
 	}
 	a := &api{Deps: d, log: d.Logger}
 	if a.Failures == nil {
-		j, err := writefail.Open("", d.Store, d.Logger, 0)
+		j, err := writefail.Open("", d.Store.Failures, d.Logger, 0)
 		if err != nil {
 			panic(err) // a journal in memory opens no file
 		}
@@ -155,10 +148,10 @@ func New(d Deps) http.Handler {
 		a.gate.ttl = defaultGateTTL
 	}
 	if a.Leases == nil {
-		a.Leases = lease.NewManager(d.Store, d.Logger)
+		a.Leases = lease.NewManager(d.Store.Leases, d.Logger)
 	}
 	if a.Reconciler == nil {
-		a.Reconciler = &reconcile.Reconciler{Store: d.Store, Log: d.Logger}
+		a.Reconciler = &reconcile.Reconciler{Store: d.Store.Reconcile, Log: d.Logger}
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -166,7 +159,7 @@ func New(d Deps) http.Handler {
 	a.log = slog.New(LogHandler(a.log.Handler()))
 	a.initWatch()
 	if a.Errors == nil {
-		a.Errors = errlog.New(d.Store, a.log, d.Metrics)
+		a.Errors = errlog.New(d.Store.Errors, a.log, d.Metrics)
 	}
 	r := chi.NewRouter()
 	// HEAD is served on every GET route as GET (net/http drops the body);
@@ -267,7 +260,7 @@ var readyDetails = map[string]string{
 // probe write, cached for a second: store.Ready), else 503
 // store_unavailable with a reason.
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
-	if err := a.Store.Ready(r.Context()); err != nil {
+	if err := a.Store.Ready.Ready(r.Context()); err != nil {
 		var nr *store.NotReadyError
 		if errors.As(err, &nr) {
 			return &ProblemError{Err: err, Detail: readyDetails[nr.Reason], Extra: map[string]any{"reason": nr.Reason}}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -36,7 +37,7 @@ func newHarness(t *testing.T, b storetest.Backend) *harness {
 func newHarnessOn(t *testing.T, s *store.Store) *harness {
 	t.Helper()
 	h := &harness{t: t, store: s}
-	h.handler = api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	h.handler = api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		MaxDocumentBytes: 8 << 10})
 	h.operator = h.token(checkpointd.RoleOperator, nil)
 	h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})
@@ -148,4 +149,15 @@ func checkpointDoc(runID string, token int64, mutate ...func(map[string]any)) ma
 		m(d)
 	}
 	return d
+}
+
+// everyStore is api.Stores with w in every field: a *store.Store, or a
+// test's wrapper of one that fails some of its methods.
+func everyStore(w any) api.Stores {
+	var st api.Stores
+	v := reflect.ValueOf(&st).Elem()
+	for i := range v.NumField() {
+		v.Field(i).Set(reflect.ValueOf(w))
+	}
+	return st
 }

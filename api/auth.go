@@ -12,6 +12,11 @@ import (
 	"github.com/checkpointd/checkpointd/writefail"
 )
 
+// authStore is what authentication asks of persistence.
+type authStore interface {
+	Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
+}
+
 type principalKey struct{}
 
 // tokenHashKey holds the hash of the request's token: a long-lived answer
@@ -29,7 +34,7 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		hash := checkpointd.HashToken(strings.TrimSpace(secret))
-		p, err := a.Store.Authenticate(r.Context(), hash)
+		p, err := a.Store.Auth.Authenticate(r.Context(), hash)
 		if err != nil {
 			if errors.Is(err, checkpointd.ErrStoreUnavailable) {
 				// A checkpoint write that fails here must still block a

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,6 +15,13 @@ import (
 	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
 )
+
+// checkpointStore is what the checkpoint handlers need of persistence.
+type checkpointStore interface {
+	WriteCheckpoint(ctx context.Context, w store.CheckpointWrite) (*checkpointd.Checkpoint, error)
+	GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error)
+	ListCheckpoints(ctx context.Context, sessionID string, before int64, limit int) ([]checkpointd.CheckpointSummary, error)
+}
 
 func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error) {
 	id := chi.URLParam(r, "id")
@@ -51,7 +59,7 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 	return a.idempotent(w, r, a.sessionKeys(r, id), p.Digest,
 		func(idem *store.Idempotency) (any, error) {
 			noted := a.Failures.Mark() // what this write may supersede
-			cp, err := a.Store.WriteCheckpoint(r.Context(), store.CheckpointWrite{
+			cp, err := a.Store.Checkpoints.WriteCheckpoint(r.Context(), store.CheckpointWrite{
 				SessionID: id, Doc: p.Doc, Digest: p.Digest, Redactions: p.Redactions,
 				InScope: principal(r).InScope, Idempotency: idem,
 			})
@@ -82,7 +90,7 @@ func (a *api) getCheckpoint(w http.ResponseWriter, r *http.Request) (err error) 
 	if err != nil {
 		return err
 	}
-	cp, err := a.Store.GetCheckpoint(r.Context(), sess.ID, seq)
+	cp, err := a.Store.Checkpoints.GetCheckpoint(r.Context(), sess.ID, seq)
 	if err != nil {
 		return err
 	}
@@ -99,7 +107,7 @@ func (a *api) listCheckpoints(w http.ResponseWriter, r *http.Request) (err error
 	if err != nil {
 		return err
 	}
-	items, err := a.Store.ListCheckpoints(r.Context(), sess.ID, c.Seq, limit)
+	items, err := a.Store.Checkpoints.ListCheckpoints(r.Context(), sess.ID, c.Seq, limit)
 	if err != nil {
 		return err
 	}
@@ -151,11 +159,11 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 	if sess.Latest != nil {
 		// The latest, whichever it is now: its verdict and reason are read
 		// together.
-		if cp, err = a.Store.GetCheckpoint(r.Context(), sess.ID, 0); err != nil {
+		if cp, err = a.Store.Checkpoints.GetCheckpoint(r.Context(), sess.ID, 0); err != nil {
 			return err
 		}
 		if cp.Seq != sess.Latest.Seq { // a newer checkpoint may have moved the session
-			if sess, err = a.Store.GetSession(r.Context(), sess.ID); err != nil {
+			if sess, err = a.Store.Sessions.GetSession(r.Context(), sess.ID); err != nil {
 				return err
 			}
 		}
@@ -165,7 +173,7 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 	resp := resumeResponse{Validity: sess.Validity, Reasons: []string{}, Explanations: []explanation{}, Run: sess.CurrentRun, Parked: sess.Parked}
 	// Read after the verdict, so the live head shown is never older than
 	// the one the verdict was judged against.
-	if resp.Live, err = a.Store.LiveRef(r.Context(), sess); err != nil {
+	if resp.Live, err = a.Store.Sessions.LiveRef(r.Context(), sess); err != nil {
 		return err
 	}
 	if resp.Worktree, err = a.lastWorktree(r.Context(), sess.ID); err != nil {

@@ -148,7 +148,7 @@ func TestHealthSchemaAndRouting(t *testing.T) {
 		h.store.Close()
 		h.do("GET", "/healthz", "", nil).expect(t, 200, "")
 		h.do("GET", "/readyz", "", nil).expect(t, 503, "store_unavailable")
-		down := api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow()})
+		down := api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow()})
 		h.handler = down
 		h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok)).expect(t, 503, "store_unavailable")
 	})

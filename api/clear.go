@@ -40,7 +40,7 @@ func (a *api) clearSession(w http.ResponseWriter, r *http.Request) error {
 	if !checkpointd.ValidID(id) {
 		return fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
-	if _, err := a.Store.ClearSession(r.Context(), id, principal(r).Name, q.Reason); err != nil {
+	if _, err := a.Store.Sessions.ClearSession(r.Context(), id, principal(r).Name, q.Reason); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

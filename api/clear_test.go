@@ -102,7 +102,7 @@ func TestClearSessionAllOrNothingAPI(t *testing.T) {
 		url := storetest.URL(t, b)
 		s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
 		h := &harness{t: t, store: s}
-		h.handler = api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey})
+		h.handler = api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey})
 		h.operator = h.token(checkpointd.RoleOperator, nil)
 		h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})
 		id, run, tok := h.newSession()

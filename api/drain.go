@@ -35,6 +35,7 @@ type DrainStore interface {
 	DrainUnverified(ctx context.Context, limit int) ([]string, error)
 	DrainGating(ctx context.Context) (bool, error)
 	RecordWriteFailure(ctx context.Context, f store.WriteFailure) (bool, error)
+	ListDrains(ctx context.Context, before string, limit int) ([]checkpointd.Drain, error)
 }
 
 // Verifier re-checks sessions against the forge before the gate decides,
@@ -85,7 +86,7 @@ func (a *api) startDrain(w http.ResponseWriter, r *http.Request) error {
 	if err := redactFields(&q.Reason); err != nil {
 		return err
 	}
-	d, started, err := a.Store.StartDrain(r.Context(), q.Reason, principal(r).TokenID)
+	d, started, err := a.Store.Drain.StartDrain(r.Context(), q.Reason, principal(r).TokenID)
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	st, err := a.Store.DrainStatus(r.Context(), store.DrainQuery{Limit: limit, After: c.ID, Scope: principal(r).ScopeFilter()})
+	st, err := a.Store.Drain.DrainStatus(r.Context(), store.DrainQuery{Limit: limit, After: c.ID, Scope: principal(r).ScopeFilter()})
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if a.Verifier != nil {
-		ids, err := a.Store.DrainUnverified(r.Context(), maxVerify)
+		ids, err := a.Store.Drain.DrainUnverified(r.Context(), maxVerify)
 		if err != nil {
 			return err
 		}
@@ -275,7 +276,7 @@ func (a *api) decide(ctx context.Context, c store.DrainCompletion) (*checkpointd
 	if c.Request, err = a.Failures.AwaitConfirmations(ctx, a.DrainConfirmTimeout); err != nil {
 		return nil, err
 	}
-	return a.Store.CompleteDrain(ctx, c)
+	return a.Store.Drain.CompleteDrain(ctx, c)
 }
 
 // hold records the failed checkpoint writes this replica keeps because
@@ -298,7 +299,7 @@ func (a *api) hold(ctx context.Context) (release func(), err error) {
 func (a *api) noteBlocked(ctx context.Context, drainID string) {
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noteTimeout)
 	defer cancel()
-	if n, err := a.Store.NoteDrainBlocked(nctx, drainID); err != nil {
+	if n, err := a.Store.Drain.NoteDrainBlocked(nctx, drainID); err != nil {
 		a.log.WarnContext(ctx, "drain: recording the blocked decision in the sessions' logs failed; the next decision retries",
 			slog.String("drain", drainID), slog.Int("noted", n), slog.Any("err", err))
 	}
@@ -341,7 +342,7 @@ func (a *api) observeDecision(ctx context.Context, d *checkpointd.Drain) {
 // cancelled, a completed one lifted; new sessions and runs are admitted
 // again. 404 when no drain is open.
 func (a *api) cancelDrain(w http.ResponseWriter, r *http.Request) error {
-	d, err := a.Store.CancelDrain(r.Context(), principal(r).TokenID)
+	d, err := a.Store.Drain.CancelDrain(r.Context(), principal(r).TokenID)
 	if err == nil || errors.Is(err, checkpointd.ErrNotFound) {
 		a.gate.set(false)
 		a.Metrics.SetDrain(nil, nil)
@@ -359,7 +360,7 @@ func (a *api) cancelDrain(w http.ResponseWriter, r *http.Request) error {
 // decisions always read the store.
 func (a *api) drainHeader(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.gate.gating(r.Context(), a.Store.DrainGating, a.log) {
+		if a.gate.gating(r.Context(), a.Store.Drain.DrainGating, a.log) {
 			w.Header().Set(DrainHeader, drainingValue)
 		}
 		next.ServeHTTP(w, r)
@@ -444,7 +445,7 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 		named.RunID = ""
 	}
 	keep := writefail.Failure{SessionID: sessionID, RunID: named.RunID, Code: p.Code, Principal: principal(r), At: time.Now()}
-	sess, err := a.Store.GetSession(ctx, sessionID)
+	sess, err := a.Store.Sessions.GetSession(ctx, sessionID)
 	switch {
 	case errors.Is(err, checkpointd.ErrNotFound), errors.Is(err, checkpointd.ErrGone):
 		return // no such session: not its failure
@@ -458,7 +459,7 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 		a.Errors.Record(ctx, checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite,
 			Code: p.Code, SessionID: sessionID, Detail: p.Detail})
 	}
-	recorded, err := a.Store.RecordWriteFailure(ctx, store.WriteFailure{SessionID: sessionID, RunID: named.RunID, Code: p.Code})
+	recorded, err := a.Store.Drain.RecordWriteFailure(ctx, store.WriteFailure{SessionID: sessionID, RunID: named.RunID, Code: p.Code})
 	if err != nil {
 		a.log.ErrorContext(ctx, "drain: cannot record a failed checkpoint write", slog.String("session", sessionID),
 			slog.String("code", p.Code), slog.Any("err", err))

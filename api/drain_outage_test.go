@@ -195,7 +195,7 @@ func TestDrainWriteFailureWhileStoreAway(t *testing.T) {
 
 		t.Run("too many to keep", func(t *testing.T) {
 			h, o := outageHarness(t, b, func(d *api.Deps) {
-				d.Failures = replicaJournal(t, d.Store, filepath.Join(t.TempDir(), "journal"), 2)
+				d.Failures = replicaJournal(t, d.Store.Failures, filepath.Join(t.TempDir(), "journal"), 2)
 			})
 			a := h.agentSession("author", "acme/widgets", "author", "fix-12")
 			h.push(a, drainHeadA)
@@ -266,7 +266,7 @@ func TestDrainUnrecordedFailureAcrossReplicas(t *testing.T) {
 	o := &outage{Store: away, proxy: p}
 	ha := newDrainHarness(t, away, o, nil)
 	other := storetest.OpenURL(t, url, checkpointd.SystemClock{})
-	hb := &harness{t: t, store: other, handler: api.New(api.Deps{Store: other, Workflow: checkpointd.DefaultWorkflow(),
+	hb := &harness{t: t, store: other, handler: api.New(api.Deps{Store: api.StoresOf(other), Workflow: checkpointd.DefaultWorkflow(),
 		DigestKey: testDigestKey, DrainHeaderTTL: -1}), operator: ha.operator, agent: ha.agent, reader: ha.reader}
 	a := ha.agentSession("author", "acme/widgets", "author", "fix-12")
 	ha.push(a, drainHeadA)

@@ -30,16 +30,16 @@ const (
 // newDrainHarness is newHarness over st with extra settings; the drain
 // header is read from the store on every request, so a test sees exactly
 // the store's state.
-func newDrainHarness(t *testing.T, s *store.Store, st api.Store, set func(*api.Deps)) *harness {
+func newDrainHarness(t *testing.T, s *store.Store, st any, set func(*api.Deps)) *harness {
 	t.Helper()
 	h := &harness{t: t, store: s}
-	d := api.Deps{Store: st, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	d := api.Deps{Store: everyStore(st), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		MaxDocumentBytes: 8 << 10, DrainHeaderTTL: -1}
 	if set != nil {
 		set(&d)
 	}
 	if d.Failures == nil {
-		d.Failures = replicaJournal(t, st, filepath.Join(t.TempDir(), "write-failures.journal"), 0)
+		d.Failures = replicaJournal(t, d.Store.Failures, filepath.Join(t.TempDir(), "write-failures.journal"), 0)
 	}
 	h.handler = api.New(d)
 	h.operator = h.token(checkpointd.RoleOperator, nil)

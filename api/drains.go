@@ -13,7 +13,7 @@ func (a *api) listDrains(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items, err := a.Store.ListDrains(r.Context(), c.ID, limit)
+	items, err := a.Store.Drain.ListDrains(r.Context(), c.ID, limit)
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,21 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/errlog"
 	"github.com/checkpointd/checkpointd/store"
 )
+
+// errorStore keeps the durable error log.
+type errorStore interface {
+	errlog.Store
+	ListErrors(ctx context.Context, f store.ErrorFilter) ([]checkpointd.ErrorRecord, error)
+}
 
 // listErrors lists durable errors newest first (reader): ?source=
 // checkpoint_write|reconcile|webhook, ?since=RFC 3339 time, limit and
@@ -34,7 +42,7 @@ func (a *api) listErrors(w http.ResponseWriter, r *http.Request) error {
 			return checkpointd.Invalid("since", "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 		}
 	}
-	items, err := a.Store.ListErrors(r.Context(), f)
+	items, err := a.Store.Errors.ListErrors(r.Context(), f)
 	if err != nil {
 		return err
 	}

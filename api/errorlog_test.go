@@ -33,7 +33,7 @@ func errorsHarness(t *testing.T, b storetest.Backend, rec func(*harness) *errlog
 	errs := rec(h)
 	r := &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(f.URL, ""), ForgeURL: f.URL, Attempts: 1,
 		CallTimeout: 5 * time.Second, Errors: errs}
-	h.handler = api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		MaxDocumentBytes: 8 << 10, Reconciler: r, Errors: errs,
 		Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(d.Secret)}}, Store: h.store,
 			Log: slog.New(slog.DiscardHandler), Errors: errs}})

@@ -21,7 +21,7 @@ type fleetResponse struct {
 // repo: a scoped token sees the numbers, and only its repos' sessions in
 // the lists.
 func (a *api) fleet(w http.ResponseWriter, r *http.Request) error {
-	c, err := a.Store.FleetCounts(r.Context())
+	c, err := a.Store.Sessions.FleetCounts(r.Context())
 	if err != nil {
 		return err
 	}

@@ -252,7 +252,7 @@ func TestFleetGauges(t *testing.T) {
 		s.SetObserver(m)
 		m.WatchFleet(s.FleetCounts, ttl, clock)
 		h := &harness{t: t, store: s}
-		h.handler = api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+		h.handler = api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 			MaxDocumentBytes: 8 << 10, Metrics: m, MetricsHandler: m.Handler()})
 		h.operator = h.token(checkpointd.RoleOperator, nil)
 		h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})

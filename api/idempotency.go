@@ -15,6 +15,12 @@ import (
 	"github.com/checkpointd/checkpointd/store"
 )
 
+// idempotencyStore keeps the claims and replays of Idempotency-Key.
+type idempotencyStore interface {
+	ClaimIdempotency(ctx context.Context, scope, key, digest string) (string, *store.Replay, error)
+	ReleaseIdempotency(ctx context.Context, scope, key, claim string) error
+}
+
 var errBadIdempotencyKey = errors.New("invalid Idempotency-Key")
 
 // keyScope is where a request's Idempotency-Key lives (DESIGN §4: a
@@ -38,7 +44,7 @@ func tokenKeys(r *http.Request) keyScope { return keyScope{name: "tok:" + princi
 // (404) and not be gone (410): a key of no session is never claimed.
 func (a *api) sessionKeys(r *http.Request, sessionID string) keyScope {
 	return keyScope{name: sessionID, admit: func() error {
-		repo, err := a.Store.SessionRepo(r.Context(), sessionID)
+		repo, err := a.Store.Sessions.SessionRepo(r.Context(), sessionID)
 		if err != nil {
 			return err
 		}
@@ -96,7 +102,7 @@ func (a *api) idempotent(w http.ResponseWriter, r *http.Request, ks keyScope, di
 			return err
 		}
 	}
-	claim, replay, err := a.Store.ClaimIdempotency(r.Context(), ks.name, k, digest)
+	claim, replay, err := a.Store.Idempotency.ClaimIdempotency(r.Context(), ks.name, k, digest)
 	switch {
 	case errors.Is(err, checkpointd.ErrIdempotencyConflict):
 		a.Metrics.Idempotency(metrics.IdemConflict)
@@ -120,7 +126,7 @@ func (a *api) idempotent(w http.ResponseWriter, r *http.Request, ks keyScope, di
 	if _, err := write(idem); err != nil {
 		// Release the key so a retry runs again; the request failed as a
 		// whole, so there is nothing to replay.
-		if rerr := a.Store.ReleaseIdempotency(context.WithoutCancel(r.Context()), ks.name, k, claim); rerr != nil {
+		if rerr := a.Store.Idempotency.ReleaseIdempotency(context.WithoutCancel(r.Context()), ks.name, k, claim); rerr != nil {
 			a.log.WarnContext(r.Context(), "release idempotency key", slog.Any("err", rerr))
 		}
 		return err

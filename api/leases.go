@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,13 @@ import (
 	"github.com/checkpointd/checkpointd/lease"
 	"github.com/checkpointd/checkpointd/store"
 )
+
+// leaseStore is what the lease handlers read; the manager (lease.Store) writes.
+type leaseStore interface {
+	lease.Store
+	GetLease(ctx context.Context, id string) (*checkpointd.Lease, error)
+	ListLeases(ctx context.Context, f store.LeaseFilter) ([]checkpointd.Lease, error)
+}
 
 type acquireRequest struct {
 	Resource   checkpointd.Resource `json:"resource"`
@@ -38,7 +46,7 @@ func (a *api) acquireLease(w http.ResponseWriter, r *http.Request) error {
 		// rolled its sighting back, so it is recorded on its own. The
 		// store checked the scope before it answered lease_held, and a
 		// sighting that fails changes nothing of this answer.
-		_, _ = a.Store.SeeRun(r.Context(), q.SessionID, q.RunID)
+		_, _ = a.Store.Sessions.SeeRun(r.Context(), q.SessionID, q.RunID)
 		// The 409 names the holder, so the caller knows whom it waits for.
 		h := held.Lease
 		return &ProblemError{Err: err, Extra: map[string]any{"holder": map[string]any{
@@ -58,7 +66,7 @@ func (a *api) loadLease(r *http.Request) (*checkpointd.Lease, error) {
 	if !checkpointd.ValidID(id) {
 		return nil, fmt.Errorf("no such lease: %w", checkpointd.ErrNotFound)
 	}
-	l, err := a.Store.GetLease(r.Context(), id)
+	l, err := a.Store.Leases.GetLease(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +157,7 @@ func (a *api) listLeases(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.Resource = &res
 	}
-	items, err := a.Store.ListLeases(r.Context(), f)
+	items, err := a.Store.Leases.ListLeases(r.Context(), f)
 	if err != nil {
 		return err
 	}

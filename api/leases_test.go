@@ -33,7 +33,7 @@ func newLeaseHarness(t *testing.T, b storetest.Backend) *leaseHarness {
 	clock := checkpointd.NewManualClock(leaseT0)
 	s := storetest.Open(t, b, clock)
 	h := &harness{t: t, store: s}
-	h.handler = api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	h.handler = api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		MaxDocumentBytes: 8 << 10})
 	h.operator = h.token(checkpointd.RoleOperator, nil)
 	h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})

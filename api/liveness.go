@@ -34,7 +34,7 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := a.Store.SeeRun(r.Context(), sess.ID, q.RunID)
+	run, err := a.Store.Sessions.SeeRun(r.Context(), sess.ID, q.RunID)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (a *api) resumeSighting(r *http.Request, sess *checkpointd.Session) error {
 	if runID == "" || sess.CurrentRun == nil || runID != sess.CurrentRun.ID {
 		return nil
 	}
-	run, err := a.Store.SeeRun(r.Context(), sess.ID, runID)
+	run, err := a.Store.Sessions.SeeRun(r.Context(), sess.ID, runID)
 	if errors.Is(err, checkpointd.ErrRunSuperseded) || errors.Is(err, checkpointd.ErrSessionEnded) {
 		return nil
 	}

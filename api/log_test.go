@@ -39,7 +39,7 @@ func TestRequestLogs(t *testing.T) {
 	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
 	d := loadDelivery(t, "09-push-fast-forward.json")
 	h := &harness{t: t, store: s}
-	h.handler = api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey, Logger: log,
+	h.handler = api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey, Logger: log,
 		Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(d.Secret)}}, Store: s, Log: log}})
 	h.operator = h.token(checkpointd.RoleOperator, nil)
 

@@ -54,7 +54,7 @@ func runScript(t *testing.T, b storetest.Backend) *script {
 	rec := &reconcile.Reconciler{Store: s, Forge: reconcile.Gitea(forge.URL, ""), ForgeURL: forge.URL,
 		CallTimeout: 5 * time.Second, Attempts: 1, Clock: clk, Metrics: m, Errors: errs}
 	h := &harness{t: t, store: s}
-	h.handler = api.New(api.Deps{Store: s, Leases: mgr, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	h.handler = api.New(api.Deps{Store: api.StoresOf(s), Leases: mgr, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(push1.Secret)}}, Store: s,
 			Log: slog.New(slog.DiscardHandler), Metrics: m, Errors: errs},
 		Reconciler: rec, Metrics: m, MetricsHandler: m.Handler(), Errors: errs, DrainHeaderTTL: -1})

@@ -46,7 +46,7 @@ func (a *api) parkSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	parked, err := a.Store.ParkSession(r.Context(), sess.ID, operatorOf(r), q.Reason, principal(r).InScope)
+	parked, err := a.Store.Sessions.ParkSession(r.Context(), sess.ID, operatorOf(r), q.Reason, principal(r).InScope)
 	if err != nil {
 		return err
 	}

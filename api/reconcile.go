@@ -12,6 +12,12 @@ import (
 	"github.com/checkpointd/checkpointd/reconcile"
 )
 
+// reconcileStore is what reconcile (by default) and its report need.
+type reconcileStore interface {
+	reconcile.Store
+	LastReconcileReport(ctx context.Context) (json.RawMessage, error)
+}
+
 // Reconciler runs a reconcile pass on demand (*reconcile.Reconciler).
 type Reconciler interface {
 	// Once runs a pass and returns its report. Errors: ErrStoreUnavailable.
@@ -41,7 +47,7 @@ func (a *api) reconcileNow(w http.ResponseWriter, r *http.Request) error {
 // before the first pass finished. A scoped token sees every count but only
 // the per-repo details of the repos in its scope.
 func (a *api) lastReconcile(w http.ResponseWriter, r *http.Request) error {
-	raw, err := a.Store.LastReconcileReport(r.Context())
+	raw, err := a.Store.Reconcile.LastReconcileReport(r.Context())
 	if errors.Is(err, checkpointd.ErrNotFound) {
 		return writeJSON(w, http.StatusOK, reportResponse{})
 	}
@@ -59,7 +65,7 @@ func (a *api) lastReconcile(w http.ResponseWriter, r *http.Request) error {
 // lastWorktree returns what the newest reconcile pass found in a session's
 // worktree on this host, or nil (no pass yet, or no worktree checked).
 func (a *api) lastWorktree(ctx context.Context, sessionID string) (*reconcile.Worktree, error) {
-	raw, err := a.Store.LastReconcileReport(ctx)
+	raw, err := a.Store.Reconcile.LastReconcileReport(ctx)
 	if errors.Is(err, checkpointd.ErrNotFound) {
 		return nil, nil
 	}

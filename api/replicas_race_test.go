@@ -24,7 +24,7 @@ func TestTakeoverRacesAcrossReplicas(t *testing.T) {
 	var hs []*harness
 	for i := range 3 {
 		s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
-		h := &harness{t: t, store: s, handler: api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey})}
+		h := &harness{t: t, store: s, handler: api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey})}
 		if i == 0 {
 			h.operator = h.token(checkpointd.RoleOperator, nil)
 			h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})

@@ -27,7 +27,7 @@ func newWebhookHarness(t *testing.T, b storetest.Backend) *webhookHarness {
 	for _, name := range []string{"07-push-new-branch.json", "41-pull_request-opened-pr8.json"} {
 		secrets = append(secrets, []byte(loadDelivery(t, name).Secret))
 	}
-	h.handler = api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: secrets}, Store: h.store,
 			Log: slog.New(slog.DiscardHandler)}})
 	return &webhookHarness{h}

@@ -61,7 +61,7 @@ func TestResumeReportsWorktreeDrift(t *testing.T) {
 	forge := forgetest.New(t)
 	forge.AddRepo(1, "acme/widgets")
 	forge.SetBranch("acme/widgets", "fix-12", head)
-	h.handler = api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		Reconciler: &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(forge.URL, ""), ForgeURL: forge.URL,
 			Concurrency: 2, CallTimeout: 5 * time.Second, Attempts: 1, WorktreeRoots: []string{root}}})
 	id, run, tok := h.newSession()

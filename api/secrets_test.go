@@ -297,7 +297,7 @@ func loggedHarness(t *testing.T, b storetest.Backend) (h *harness, logs *syncBuf
 		t.Fatalf("migrate: %v", err)
 	}
 	h = &harness{t: t, store: s}
-	h.handler = api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey, Logger: logger})
+	h.handler = api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey, Logger: logger})
 	h.operator = h.token(checkpointd.RoleOperator, nil)
 	h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})
 	h.reader = h.token(checkpointd.RoleReader, []string{"acme/widgets"})
@@ -762,7 +762,7 @@ func TestProblemDetailsDoNotEchoSecrets(t *testing.T) {
 func TestLookalikesSurvive(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newHarness(t, b)
-		h.handler = api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey})
+		h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey})
 		looks := lookalikeCorpus(t)
 		rounds := spread(t, looks)
 		heads := []string{
@@ -1091,7 +1091,7 @@ func TestSignedDeliveryKeepsNoSecretName(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h, logs, url := loggedHarness(t, b)
 		d := loadDelivery(t, "09-push-fast-forward.json")
-		h.handler = api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+		h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 			Errors: errlog.New(h.store, nil, nil),
 			Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(d.Secret)}}, Store: h.store,
 				Log: slog.New(slog.NewJSONHandler(logs, nil)), Errors: errlog.New(h.store, nil, nil)}})

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -15,6 +16,23 @@ import (
 	"github.com/checkpointd/checkpointd/redact"
 	"github.com/checkpointd/checkpointd/store"
 )
+
+// sessionStore is what the session handlers (and the others that read a
+// session) need of persistence.
+type sessionStore interface {
+	CreateSession(ctx context.Context, in store.NewSession) (*checkpointd.Session, error)
+	GetSession(ctx context.Context, id string) (*checkpointd.Session, error)
+	SessionRepo(ctx context.Context, id string) (string, error)
+	ListSessions(ctx context.Context, f store.SessionFilter) ([]checkpointd.Session, error)
+	FleetCounts(ctx context.Context) (*checkpointd.FleetCounts, error)
+	ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]checkpointd.Event, error)
+	LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error)
+	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*checkpointd.Run, error)
+	SeeRun(ctx context.Context, sessionID, runID string) (*checkpointd.Run, error)
+	EndSessionAs(ctx context.Context, in store.SessionEnd) (*checkpointd.Session, error)
+	ParkSession(ctx context.Context, sessionID string, by store.Operator, reason string, inScope func(string) bool) (*checkpointd.Session, error)
+	ClearSession(ctx context.Context, sessionID, by, reason string) (*checkpointd.Tombstone, error)
+}
 
 var rolePattern = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 
@@ -122,7 +140,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
 	return a.idempotent(w, r, tokenKeys(r), digest,
 		func(idem *store.Idempotency) (any, error) {
 			in.Idempotency = idem
-			return a.Store.CreateSession(r.Context(), in)
+			return a.Store.Sessions.CreateSession(r.Context(), in)
 		},
 		func(res any) any {
 			sess := res.(*checkpointd.Session)
@@ -162,7 +180,7 @@ func (a *api) loadSession(r *http.Request) (*checkpointd.Session, error) {
 	if !checkpointd.ValidID(id) {
 		return nil, fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
-	sess, err := a.Store.GetSession(r.Context(), id)
+	sess, err := a.Store.Sessions.GetSession(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +224,7 @@ func (a *api) startRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := a.Store.StartRun(r.Context(), sess.ID, store.NewRun{Takeover: q.Takeover, Reason: q.Reason, Agent: q.Agent})
+	run, err := a.Store.Sessions.StartRun(r.Context(), sess.ID, store.NewRun{Takeover: q.Takeover, Reason: q.Reason, Agent: q.Agent})
 	if err != nil {
 		return err
 	}
@@ -259,7 +277,7 @@ func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 		by := operatorOf(r)
 		in.By = &by
 	}
-	ended, err := a.Store.EndSessionAs(r.Context(), in)
+	ended, err := a.Store.Sessions.EndSessionAs(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -293,7 +311,7 @@ func (a *api) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items, err := a.Store.ListEvents(r.Context(), sess.ID, after, limit)
+	items, err := a.Store.Sessions.ListEvents(r.Context(), sess.ID, after, limit)
 	if err != nil {
 		return err
 	}

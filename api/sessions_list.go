@@ -24,7 +24,7 @@ func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.Limit = limit
-	items, err := a.Store.ListSessions(r.Context(), f)
+	items, err := a.Store.Sessions.ListSessions(r.Context(), f)
 	if err != nil {
 		return err
 	}

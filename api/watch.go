@@ -82,7 +82,7 @@ func (a *api) initWatch() {
 	if l.streamsByToken <= 0 {
 		l.streamsByToken = DefaultWatchStreamsPerToken
 	}
-	a.hub = &feedHub{st: a.Store, log: a.log, metrics: a.Metrics, limits: l}
+	a.hub = &feedHub{st: a.Store.Feed, log: a.log, metrics: a.Metrics, limits: l}
 }
 
 // watchFilter is what one stream wants.
@@ -130,7 +130,7 @@ func (a *api) parseWatch(r *http.Request) (*watchFilter, error) {
 		return nil, &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
 	}
 	if f.session != "" {
-		repo, err := a.Store.SessionRepo(r.Context(), f.session)
+		repo, err := a.Store.Sessions.SessionRepo(r.Context(), f.session)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +152,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 	var from store.FeedPos
 	resetReason := ""
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		from, err = a.Store.ParseFeedPos(ctx, id, a.watchBacklog)
+		from, err = a.Store.Feed.ParseFeedPos(ctx, id, a.watchBacklog)
 		var re *store.FeedResetError
 		switch {
 		case errors.As(err, &re):
@@ -277,7 +277,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 				"detail": "the client fell behind the change feed; reconnect with Last-Event-ID"})
 			return nil
 		case <-reauth.C:
-			if _, err := a.Store.Authenticate(ctx, hash); err != nil {
+			if _, err := a.Store.Auth.Authenticate(ctx, hash); err != nil {
 				reason := "unauthorized"
 				if errors.Is(err, checkpointd.ErrStoreUnavailable) {
 					reason = "store_unavailable"
@@ -321,7 +321,7 @@ func (a *api) endStream(s *sse, err error) error {
 func (a *api) sendBacklog(ctx context.Context, s *sse, f *watchFilter, from, head store.FeedPos) (string, error) {
 	n := 0
 	for {
-		evs, next, more, err := a.Store.ReadFeed(ctx, from, head, feedPage)
+		evs, next, more, err := a.Store.Feed.ReadFeed(ctx, from, head, feedPage)
 		if err != nil {
 			return "", err
 		}

@@ -45,7 +45,7 @@ func newBenchDaemon(b *testing.B, backend storetest.Backend) *benchDaemon {
 		b.Fatal(err)
 	}
 	// One token opens every stream here: the per-token cap is lifted.
-	srv := httptest.NewServer(api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	srv := httptest.NewServer(api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		WatchStop: d.stop, WatchStreamsPerToken: 10_000}))
 	srv.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	d.url, d.client = srv.URL, srv.Client()
@@ -348,7 +348,7 @@ func serveChildDaemon(url string) int {
 		}
 	}
 	stop := make(chan struct{})
-	srv := &http.Server{Handler: api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+	srv := &http.Server{Handler: api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		WatchStop: stop, WatchStreamsPerToken: 10_000}), ConnContext: api.ConnContext}
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Println("listening", ln.Addr())

@@ -189,7 +189,7 @@ func (s *stream) quiet(d time.Duration) (sseEvent, bool) {
 // withWebhook serves POST /webhooks/gitea with secret.
 func withWebhook(secret string) func(*api.Deps) {
 	return func(d *api.Deps) {
-		d.Webhook = &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(secret)}}, Store: d.Store.(*store.Store),
+		d.Webhook = &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(secret)}}, Store: d.Store.Sessions.(*store.Store),
 			Log: slog.New(slog.DiscardHandler)}
 	}
 }

@@ -47,7 +47,7 @@ func (a *api) sendState(ctx context.Context, s *sse, f *watchFilter, reason stri
 // watchState lists the active sessions a stream covers, newest first.
 func (a *api) watchState(ctx context.Context, f *watchFilter) ([]checkpointd.Session, bool, error) {
 	if f.session != "" {
-		sess, err := a.Store.GetSession(ctx, f.session)
+		sess, err := a.Store.Sessions.GetSession(ctx, f.session)
 		if err != nil || sess.State != checkpointd.SessionActive {
 			return nil, false, ignoreGone(err)
 		}
@@ -59,7 +59,7 @@ func (a *api) watchState(ctx context.Context, f *watchFilter) ([]checkpointd.Ses
 		flt.Repo = f.repo
 	}
 	for {
-		page, err := a.Store.ListSessions(ctx, flt)
+		page, err := a.Store.Sessions.ListSessions(ctx, flt)
 		if err != nil {
 			return nil, false, err
 		}

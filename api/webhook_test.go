@@ -41,7 +41,7 @@ func TestResumeShowsDrift(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newHarness(t, b)
 		first := loadDelivery(t, "07-push-new-branch.json")
-		h.handler = api.New(api.Deps{Store: h.store, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
+		h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 			Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(first.Secret)}}, Store: h.store,
 				Log: slog.New(slog.DiscardHandler)}})
 		deliver := func(d delivery) response {

@@ -34,7 +34,7 @@ type daemon struct {
 // serve starts the API over s.
 func serve(s *store.Store) (*daemon, error) {
 	d := &daemon{store: s}
-	h := api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("client-test-digest-key"),
+	h := api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("client-test-digest-key"),
 		DrainHeaderTTL: -1})
 	d.srv = httptest.NewServer(recordRoutes(h))
 	for _, tk := range []struct {

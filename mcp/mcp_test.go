@@ -34,7 +34,7 @@ const webhookSecret = "mcp-test-secret"
 func newDaemon(t *testing.T, b storetest.Backend) *daemon {
 	t.Helper()
 	s := storetest.Open(t, b, checkpointd.SystemClock{})
-	apiHandler := api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
+	apiHandler := api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
 		Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(webhookSecret)}}, Store: s}})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: "test"}))

@@ -48,7 +48,7 @@ func newConsoleWith(t *testing.T, liveness time.Duration) *console {
 	t.Helper()
 	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
 	s.SetRunLiveness(liveness)
-	apiHandler := api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
+	apiHandler := api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
 		Evidence: checkpointd.EvidenceSources{Webhooks: true},
 		Webhook:  &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(webhookSecret)}}, Store: s}})
 	mux := http.NewServeMux()

@@ -22,7 +22,7 @@ import (
 func loadtestServer(t *testing.T, maxDocBytes int64) (string, *store.Store, string) {
 	t.Helper()
 	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
-	srv := httptest.NewServer(api.New(api.Deps{Store: s, Workflow: checkpointd.DefaultWorkflow(),
+	srv := httptest.NewServer(api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(),
 		DigestKey: []byte("loadtest-digest-key"), MaxDocumentBytes: maxDocBytes}))
 	t.Cleanup(srv.Close)
 	secret := checkpointd.NewTokenSecret()

@@ -218,7 +218,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// Shutdown would wait for them until its timeout.
 	watchStop := make(chan struct{})
 	deps := api.Deps{
-		Store: s, Leases: leases, Workflow: wf, DigestKey: keys.DigestKey(),
+		Store: api.StoresOf(s), Leases: leases, Workflow: wf, DigestKey: keys.DigestKey(),
 		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log, Metrics: m, Errors: errs},
 		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log, Reconciler: reconciler,
 		Verifier: reconciler, Metrics: m, Errors: errs,
