@@ -92,7 +92,6 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			},
 			tokenCommand(dataFlags, stdout),
 			keyCommand(from, dataFlags, getenv, stdout),
-			loadtestCommand(from, clientFlagsWith("agent or operator API token (required; loadtest reads no token file)"), stdout),
 			reconcileCommand(from, clientFlags, stdout),
 			drainCommand(from, clientFlags, stdout),
 			sessionsCommand(from, clientFlags, stdout),

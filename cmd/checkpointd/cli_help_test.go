@@ -108,21 +108,3 @@ func TestReadCommandsAskForAReaderToken(t *testing.T) {
 		}
 	}
 }
-
-// TestLoadtestTokenHelp proves loadtest's --token help names only what
-// loadtest has: it reads no operator.token from a --data-dir.
-func TestLoadtestTokenHelp(t *testing.T) {
-	t.Parallel()
-	out, _, err := runCLI(t, nil, "loadtest", "--help")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "--token") && strings.Contains(line, "data-dir") {
-			t.Errorf("loadtest --token help mentions a --data-dir loadtest has not: %s", line)
-		}
-	}
-	if strings.Contains(out, "--data-dir") {
-		t.Errorf("loadtest --help mentions --data-dir:\n%s", out)
-	}
-}

@@ -7,7 +7,7 @@
 #      daemon's own one-statement write, for information).
 #   2. The daemon on a fresh PostgreSQL database (random loopback port, its
 #      own data dir), an agent token from `checkpointd token create`, then
-#      `checkpointd loadtest --clients 16`; the daemon is stopped.
+#      `checkpointd-loadtest --clients 16`; the daemon is stopped.
 #   3. SQLite floor: sqlite.go (same transaction, same driver and settings).
 #   4. The daemon on a fresh SQLite data dir, the same load test.
 #
@@ -25,7 +25,7 @@
 # postgres.sh; CLIENTS (default 16); PG_DSN_OPTIONS, extra query parameters
 # for the daemon's PostgreSQL URL (e.g. "binary_parameters=yes") to try a
 # driver setting without touching code; LOADTEST_FLAGS, extra flags for
-# `checkpointd loadtest` (e.g. "--idempotency-keys"); DAEMON_ENV, extra
+# `checkpointd-loadtest` (e.g. "--idempotency-keys"); DAEMON_ENV, extra
 # NAME=VALUE settings for the daemon's environment (e.g. "GOGC=800").
 set -euo pipefail
 
@@ -52,7 +52,7 @@ scratch
 # load average is printed so a skewed run can be recognised.
 load_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
 echo "building checkpointd and the SQLite floor…" >&2
-(cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd && go build -o "$tmp/sqlite-floor" ./scripts/floor/sqlite.go)
+(cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd && go build -o "$tmp/checkpointd-loadtest" ./cmd/checkpointd-loadtest && go build -o "$tmp/sqlite-floor" ./scripts/floor/sqlite.go)
 
 
 # Each round: the PostgreSQL floor, the daemon on PostgreSQL, the SQLite

@@ -102,7 +102,7 @@ http() {
 	# alive until it stops), the load generator's from its own report.
 	local d0 p0 d1 p1
 	d0=$(cpu_ticks "$daemon_pid") p0=$(pg_ticks)
-	if ! out=$("$tmp/checkpointd" loadtest --url "http://$addr" --token "$token" --clients "$clients" \
+	if ! out=$("$tmp/checkpointd-loadtest" --url "http://$addr" --token "$token" --clients "$clients" \
 		--duration "${seconds}s" ${LOADTEST_FLAGS:-}); then
 		echo "$out" >&2
 		grep -v 'level=INFO' "$log" | tail -n 20 >&2

@@ -3,7 +3,7 @@
 # on the same PostgreSQL, in one run (issue #17):
 #
 #   1. the daemon on a fresh PostgreSQL database (random loopback port, its
-#      own data dir), an agent token, `checkpointd loadtest --clients 16`, the
+#      own data dir), an agent token, `checkpointd-loadtest --clients 16`, the
 #      daemon stopped — exactly as scripts/floor/compare.sh does it;
 #   2. scripts/peer/langgraph.sh: LangGraph.js's PostgresSaver.put, 16
 #      concurrent threads, the same ~3 KB document, in its own schema;
@@ -42,7 +42,7 @@ scratch
 
 load_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
 echo "building checkpointd…" >&2
-(cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd)
+(cd "$root" && go build -o "$tmp/checkpointd" ./cmd/checkpointd && go build -o "$tmp/checkpointd-loadtest" ./cmd/checkpointd-loadtest)
 
 clients=$CLIENTS
 

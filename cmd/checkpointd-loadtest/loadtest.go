@@ -474,3 +474,22 @@ func (d loadDocument) stamp(n int64) []byte {
 	}
 	return d.raw
 }
+
+// apiError says why a call of the Go client failed: the status, problem
+// code and detail the daemon answered, or that it could not be reached.
+func apiError(what string, err error) error {
+	var pe *client.Error
+	var te *client.TransportError
+	switch {
+	case errors.As(err, &pe):
+		msg := fmt.Sprintf("%s: %d %s", what, pe.Status, pe.Code)
+		if pe.Detail != "" {
+			msg += ": " + pe.Detail
+		}
+		return errors.New(msg)
+	case errors.As(err, &te):
+		return fmt.Errorf("%s: cannot reach the daemon (%s %s): %v; is it running, and is --url (CHECKPOINTD_URL) its address?",
+			what, te.Method, te.Path, te.Err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -37,7 +37,7 @@ func loadtestServer(t *testing.T, maxDocBytes int64) (string, *store.Store, stri
 func runLoadtest(t *testing.T, env map[string]string, args ...string) (map[string]string, string, error) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	err := run(t.Context(), append([]string{"checkpointd", "loadtest"}, args...),
+	err := run(t.Context(), append([]string{"checkpointd-loadtest"}, args...),
 		func(k string) string { return env[k] }, &stdout, &stderr)
 	out := map[string]string{}
 	sc := bufio.NewScanner(&stdout)
@@ -232,5 +232,21 @@ func TestLoadDocumentSize(t *testing.T) {
 		if _, err := checkpointd.PrepareCheckpoint(b, checkpointd.DefaultWorkflow(), []byte("k")); err != nil {
 			t.Errorf("size %d: the load document is not a valid checkpoint: %v", size, err)
 		}
+	}
+}
+
+// TestLoadtestTokenHelp proves the --token help names only what the load
+// test has: it reads no operator.token from a --data-dir.
+func TestLoadtestTokenHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"checkpointd-loadtest", "--help"}, func(string) string { return "" }, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "--token") || !strings.Contains(out, "--clients") {
+		t.Fatalf("--help names no --token or --clients:\n%s", out)
+	}
+	if strings.Contains(out, "data-dir") {
+		t.Errorf("--help mentions a --data-dir the load test has not:\n%s", out)
 	}
 }
