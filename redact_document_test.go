@@ -33,30 +33,11 @@ func TestRedactDocumentMatchesRedactTree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tree, doc, err := checkpointd.DecodeDocument(raw, checkpointd.DefaultWorkflow())
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
+		n, ok := redactionsAgree(t, raw)
+		if !ok {
+			t.Fatalf("%s: not a valid document", f)
 		}
-		redTree, wantN, err := redact.Tree(tree)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal(redTree)
-		var want checkpointd.Document
-		if err := json.Unmarshal(b, &want); err != nil {
-			t.Fatal(err)
-		}
-		gotN, err := checkpointd.RedactDocument(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		redacted += gotN
-		if gotN != wantN {
-			t.Errorf("%s: %d redactions, RedactTree found %d", f, gotN, wantN)
-		}
-		if diff := cmp.Diff(want, *doc); diff != "" {
-			t.Errorf("%s: RedactDocument differs from RedactTree (-tree +document):\n%s", f, diff)
-		}
+		redacted += n
 	}
 }
 
@@ -65,4 +46,53 @@ func TestRedactDocumentRefusesInvalidUTF8(t *testing.T) {
 	if _, err := checkpointd.RedactDocument(doc); err == nil {
 		t.Fatal("invalid UTF-8 was accepted")
 	}
+}
+
+// redactionsAgree redacts a valid document both ways (RedactDocument, and
+// redact.Tree over its JSON tree) and fails t unless they agree: the same
+// document, the same count, an error from both or from neither. ok is false
+// when raw is no valid document.
+func redactionsAgree(t *testing.T, raw []byte) (n int, ok bool) {
+	t.Helper()
+	tree, doc, err := checkpointd.DecodeDocument(raw, checkpointd.DefaultWorkflow())
+	if err != nil {
+		return 0, false
+	}
+	redTree, wantN, treeErr := redact.Tree(tree)
+	gotN, docErr := checkpointd.RedactDocument(doc)
+	if (treeErr == nil) != (docErr == nil) {
+		t.Fatalf("redact.Tree: %v; RedactDocument: %v", treeErr, docErr)
+	}
+	if treeErr != nil {
+		return 0, true
+	}
+	b, _ := json.Marshal(redTree)
+	var want checkpointd.Document
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if gotN != wantN {
+		t.Errorf("%d redactions, redact.Tree found %d", gotN, wantN)
+	}
+	if diff := cmp.Diff(want, *doc); diff != "" {
+		t.Errorf("RedactDocument differs from redact.Tree (-tree +document):\n%s", diff)
+	}
+	return gotN, true
+}
+
+// FuzzRedactDocument holds the reflection walk to redact.Tree on any valid
+// document, as FuzzValidationDifferential holds the schema's fast path to
+// the reference validator. Seeds: the documents of the tests, secrets
+// among them.
+func FuzzRedactDocument(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.json")
+	more, _ := filepath.Glob("redact/testdata/checkpoint-*.json")
+	for _, name := range append(files, more...) {
+		raw, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { redactionsAgree(t, raw) })
 }
