@@ -132,6 +132,9 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
+	if err := a.settled(r.Context()); err != nil {
+		return err
+	}
 	st, err := a.Store.Drain.DrainStatus(r.Context(), store.DrainQuery{Limit: limit, After: c.ID, Scope: principal(r).ScopeFilter()})
 	if err != nil {
 		return err
@@ -194,6 +197,9 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if a.Verifier != nil {
+		if err := a.settled(r.Context()); err != nil {
+			return err
+		}
 		ids, err := a.Store.Drain.DrainUnverified(r.Context(), maxVerify)
 		if err != nil {
 			return err

@@ -66,6 +66,9 @@ func (a *api) loadLease(r *http.Request) (*checkpointd.Lease, error) {
 	if !checkpointd.ValidID(id) {
 		return nil, fmt.Errorf("no such lease: %w", checkpointd.ErrNotFound)
 	}
+	if err := a.settled(r.Context()); err != nil {
+		return nil, err
+	}
 	l, err := a.Store.Leases.GetLease(r.Context(), id)
 	if err != nil {
 		return nil, err
@@ -156,6 +159,9 @@ func (a *api) listLeases(w http.ResponseWriter, r *http.Request) error {
 			return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
 		}
 		f.Resource = &res
+	}
+	if err := a.settled(r.Context()); err != nil {
+		return err
 	}
 	items, err := a.Store.Leases.ListLeases(r.Context(), f)
 	if err != nil {

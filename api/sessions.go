@@ -30,6 +30,9 @@ type sessionStore interface {
 	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*checkpointd.Run, error)
 	SeeRun(ctx context.Context, sessionID, runID string) (*checkpointd.Run, error)
 	EndSessionAs(ctx context.Context, in store.SessionEnd) (*checkpointd.Session, error)
+	// Settled brings the verdicts up to date; every answer that carries a
+	// session's validity or a lease's state is read after it (settled).
+	Settled(ctx context.Context) error
 	ParkSession(ctx context.Context, sessionID string, by store.Operator, reason string, inScope func(string) bool) (*checkpointd.Session, error)
 	ClearSession(ctx context.Context, sessionID, by, reason string) (*checkpointd.Tombstone, error)
 }
@@ -180,6 +183,9 @@ func (a *api) loadSession(r *http.Request) (*checkpointd.Session, error) {
 	if !checkpointd.ValidID(id) {
 		return nil, fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
+	if err := a.settled(r.Context()); err != nil {
+		return nil, err
+	}
 	sess, err := a.Store.Sessions.GetSession(r.Context(), id)
 	if err != nil {
 		return nil, err
@@ -189,6 +195,10 @@ func (a *api) loadSession(r *http.Request) (*checkpointd.Session, error) {
 	}
 	return sess, nil
 }
+
+// settled brings the verdicts up to date before an answer reports one
+// (store.Settled): a read only reads.
+func (a *api) settled(ctx context.Context) error { return a.Store.Sessions.Settled(ctx) }
 
 func (a *api) getSession(w http.ResponseWriter, r *http.Request) error {
 	sess, err := a.loadSession(r)

@@ -24,6 +24,9 @@ func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.Limit = limit
+	if err := a.settled(r.Context()); err != nil {
+		return err
+	}
 	items, err := a.Store.Sessions.ListSessions(r.Context(), f)
 	if err != nil {
 		return err

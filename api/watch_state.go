@@ -46,6 +46,9 @@ func (a *api) sendState(ctx context.Context, s *sse, f *watchFilter, reason stri
 
 // watchState lists the active sessions a stream covers, newest first.
 func (a *api) watchState(ctx context.Context, f *watchFilter) ([]checkpointd.Session, bool, error) {
+	if err := a.settled(ctx); err != nil {
+		return nil, false, err
+	}
 	if f.session != "" {
 		sess, err := a.Store.Sessions.GetSession(ctx, f.session)
 		if err != nil || sess.State != checkpointd.SessionActive {

@@ -28,6 +28,7 @@ type Store interface {
 	MarkUnverified(ctx context.Context, refs []store.ActiveRef, reason, source string, track ...*store.Moves) (map[string]int, error)
 	ReconcileLeases(ctx context.Context, source string) (store.LeaseReconcile, error)
 	RepoRenames(ctx context.Context, repos []string, learned map[string]int64) ([]store.RepoRename, error)
+	Settled(ctx context.Context) error
 	ValiditySummary(ctx context.Context, limit int) (map[string]int, []store.SessionVerdict, error)
 	SaveReconcileReport(ctx context.Context, id string, report []byte) error
 }
@@ -255,6 +256,11 @@ func (p *pass) run(ctx context.Context) error {
 		return err
 	}
 	p.worktrees(ctx, set.Worktrees, answers)
+	// The summary reports verdicts: what webhooks moved during the pass
+	// is settled first.
+	if err := st.Settled(ctx); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
 	counts, notValid, err := st.ValiditySummary(ctx, 100)
 	if err != nil {
 		return fmt.Errorf("validity summary: %w", err)

@@ -341,9 +341,6 @@ WHERE c.session_id = ? AND c.seq = `
 // ErrGone (the session was cleared or pruned), ErrCheckpointCorrupt (it
 // cannot be read back whole), ErrStoreUnavailable.
 func (s *Store) GetCheckpoint(ctx context.Context, sessionID string, seq int64) (*checkpointd.Checkpoint, error) {
-	if err := s.settled(ctx); err != nil {
-		return nil, err
-	}
 	q, args := selectCheckpoint+"?", []any{sessionID, seq}
 	if seq == 0 {
 		q, args = selectCheckpoint+"s.checkpoint_seq", []any{sessionID}

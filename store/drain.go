@@ -332,9 +332,6 @@ type DrainStatus struct {
 // that block it, by session id, from one snapshot. Errors:
 // ErrStoreUnavailable: nothing is answered from a partial read.
 func (s *Store) DrainStatus(ctx context.Context, q DrainQuery) (*DrainStatus, error) {
-	if err := s.settled(ctx); err != nil {
-		return nil, err
-	}
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.dialect == migrations.Postgres {
 		// One snapshot for every statement, so the counts agree.
@@ -434,9 +431,6 @@ func (s *Store) DrainUnverified(ctx context.Context, limit int) ([]string, error
 	}
 	if running == 0 {
 		return nil, nil
-	}
-	if err := s.settled(ctx); err != nil {
-		return nil, err
 	}
 	var ids []string
 	if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM `+s.blocking()+` WHERE `+blockingWhere+`

@@ -48,7 +48,7 @@ type DrainCompletion struct {
 func (s *Store) CompleteDrain(ctx context.Context, c DrainCompletion) (*checkpointd.Drain, error) {
 	raced, marked := 0, 0
 	for {
-		if err := s.settled(ctx); err != nil {
+		if err := s.Settled(ctx); err != nil {
 			return nil, err
 		}
 		d, err := s.decideDrain(ctx, c)

@@ -15,10 +15,10 @@ import (
 // (DESIGN §15). The expiry worker ends leases every few seconds, so that
 // the events and validity changes are recorded without waiting for anyone;
 // an acquire, renewal or checkpoint write judges by time on its own; and
-// every read that reports validity or leases first ends the leases whose
-// time ran out (expired), as it first settles the refs that moved: no
-// answer carries a lease as held, or a session as valid on its strength,
-// past the lease's expires_at. The drain decision ends them inside its own
+// Settled, which the API calls before every answer that reports validity
+// or leases, first ends the leases whose time ran out (expired), as it
+// settles the refs that moved: no answer carries a lease as held, or a
+// session as valid on its strength, past the lease's expires_at. The drain decision ends them inside its own
 // transaction, at its own instant (decideDrain).
 
 // expireBatch bounds the leases one ExpireLeases call of a read ends.
@@ -80,9 +80,8 @@ func (s *Store) expireLease(ctx context.Context, tx *sqlx.Tx, ch *changes, id st
 // index leases_held_expiry.
 const overdueProbe = `SELECT COUNT(*) FROM (SELECT 1 FROM leases WHERE state = 'held' AND expires_at <= ? LIMIT 1) p`
 
-// expired ends every lease whose time ran out, before a read that reports
-// validity or leases: the price of such a read when nothing is overdue is
-// one indexed probe. Readers of one process take turns, so a burst of them
+// expired ends every lease whose time ran out (for Settled): when nothing
+// is overdue it costs one indexed probe. Readers of one process take turns, so a burst of them
 // at the moment a lease runs out waits for one expiry instead of each
 // contending for the same rows. Errors: ErrStoreUnavailable (the read must
 // not answer from a state it could not bring up to date).

@@ -53,24 +53,26 @@ func (e *expiring) validity(t *testing.T) checkpointd.Validity {
 }
 
 // TestValidityReadsReflectTime: a lease is lost at its expires_at whether
-// or not the expiry worker ran (DESIGN §15). Right at that instant, every
-// read that reports validity says lease_lost: the session, the list, the
-// latest checkpoint the resume verdict is read from, the lease itself, the
-// drain status and the drain decision. Each read is tried on its own
-// store, as the first thing after the instant, so none leans on another
-// having caught up.
+// or not the expiry worker ran (DESIGN §15). Right at that instant, after
+// Settled (which the API calls before every answer that reports validity),
+// every read says lease_lost: the session, the list, the latest checkpoint
+// the resume verdict is read from, the lease itself, the drain status; and
+// the drain decision, which settles by itself. Each read is tried on its
+// own store, as the first thing after the instant, so none leans on
+// another having caught up.
 func TestValidityReadsReflectTime(t *testing.T) {
 	lost := checkpointd.ValidityLeaseLost
 	reads := []struct {
-		name  string
-		check func(t *testing.T, e *expiring)
+		name    string
+		decides bool // a drain decision, which settles by itself
+		check   func(t *testing.T, e *expiring)
 	}{
-		{"session", func(t *testing.T, e *expiring) {
+		{"session", false, func(t *testing.T, e *expiring) {
 			if v := e.validity(t); v != lost {
 				t.Errorf("session validity %s, want %s", v, lost)
 			}
 		}},
-		{"list", func(t *testing.T, e *expiring) {
+		{"list", false, func(t *testing.T, e *expiring) {
 			valid, err := e.s.ListSessions(t.Context(), store.SessionFilter{Validity: checkpointd.ValidityValid, Limit: 10})
 			if err != nil {
 				t.Fatal(err)
@@ -86,7 +88,7 @@ func TestValidityReadsReflectTime(t *testing.T) {
 				t.Errorf("list %+v, want the one session %s", all, lost)
 			}
 		}},
-		{"latest checkpoint", func(t *testing.T, e *expiring) {
+		{"latest checkpoint", false, func(t *testing.T, e *expiring) {
 			cp, err := e.s.GetCheckpoint(t.Context(), e.sess.ID, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -95,7 +97,7 @@ func TestValidityReadsReflectTime(t *testing.T) {
 				t.Errorf("latest checkpoint validity %s, want %s", cp.Validity, lost)
 			}
 		}},
-		{"lease", func(t *testing.T, e *expiring) {
+		{"lease", false, func(t *testing.T, e *expiring) {
 			if l := getLease(t, e.s, e.lease.ID); l.State != checkpointd.LeaseExpired {
 				t.Errorf("lease state %s, want %s", l.State, checkpointd.LeaseExpired)
 			}
@@ -107,20 +109,20 @@ func TestValidityReadsReflectTime(t *testing.T) {
 				t.Errorf("%d leases listed as held, want none", len(held))
 			}
 		}},
-		{"drain status", func(t *testing.T, e *expiring) {
+		{"drain status", false, func(t *testing.T, e *expiring) {
 			st := drainStatus(t, e.s, store.DrainQuery{})
 			if st.Counts.Blocking != 1 || len(st.Blocking) != 1 || !slices.Contains(st.Blocking[0].Reasons, checkpointd.BlockLeaseLost) {
 				t.Errorf("drain status counts %+v blocking %+v, want the session blocking with %s", st.Counts, st.Blocking, checkpointd.BlockLeaseLost)
 			}
 		}},
-		{"drain decision", func(t *testing.T, e *expiring) {
+		{"drain decision", true, func(t *testing.T, e *expiring) {
 			d, err := e.s.CompleteDrain(t.Context(), store.DrainCompletion{By: "tok_test", Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
 			blockedByLostLease(t, d)
 		}},
-		{"drain decision alone", func(t *testing.T, e *expiring) {
+		{"drain decision alone", true, func(t *testing.T, e *expiring) {
 			// The decision itself, without the reads before it: a lease
 			// that runs out between them must not be vouched for.
 			d, err := store.DecideDrain(t.Context(), e.s, "tok_test", 10)
@@ -135,6 +137,11 @@ func TestValidityReadsReflectTime(t *testing.T) {
 			t.Run(r.name, func(t *testing.T) {
 				e := newExpiring(t, b)
 				e.clock.Advance(time.Microsecond) // now == expires_at
+				if !r.decides {
+					if err := e.s.Settled(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
 				r.check(t, e)
 				// What the read found is recorded as the worker would have.
 				evs := eventsOf(t, e.s, e.sess.ID, checkpointd.EventLeaseExpired)

@@ -112,6 +112,10 @@ func lastSeq(t *testing.T, s *store.Store, sessionID string) int64 {
 // snapshot is what a rejected lease call must leave unchanged.
 func snapshot(t *testing.T, s *store.Store, sessionIDs ...string) string {
 	t.Helper()
+	// Read as the API reads: after Settled.
+	if err := s.Settled(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
 	for _, id := range sessionIDs {
 		sess := getSession(t, s, id)

@@ -130,6 +130,9 @@ func TestReplicasShareInvariants(t *testing.T) {
 	if applied != 1 || duplicates != replicaCount*perReplica-1 {
 		t.Errorf("one delivery through %d replicas: applied %d times, duplicate %d", replicaCount, applied, duplicates)
 	}
+	if err := replicas[2].Settled(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if n := len(eventsOf(t, replicas[2], sess.ID, checkpointd.EventValidity)); n != 1 {
 		t.Errorf("%d validity.changed events from one delivery, want 1", n)
 	}

@@ -177,9 +177,6 @@ func (r *sessionRow) session(now time.Time, window time.Duration) *checkpointd.S
 // summary. Errors: checkpointd.ErrNotFound, *checkpointd.GoneError
 // (ErrGone: cleared or pruned), checkpointd.ErrStoreUnavailable.
 func (s *Store) GetSession(ctx context.Context, id string) (*checkpointd.Session, error) {
-	if err := s.settled(ctx); err != nil {
-		return nil, err
-	}
 	return s.getSession(ctx, id)
 }
 

@@ -18,9 +18,9 @@ import (
 // the forge at once; the validity of the sessions bound to the ref is
 // brought in line afterwards, by Settle, one transaction per ref. The
 // webhook handler settles right after its answer, the background workers
-// settle what a crash left behind, and every read that reports validity
-// settles first (settled), so no answer ever carries a verdict older than
-// the live refs it could have been judged against.
+// settle what a crash left behind, and every caller about to report
+// validity settles first (Settled), so no answer ever carries a verdict
+// older than the live refs it could have been judged against.
 
 // settleBatch bounds how many unsettled refs one query lists.
 const settleBatch = 100
@@ -72,10 +72,14 @@ ORDER BY repo_key, ref LIMIT ?`), after.repoKey, after.ref, settleBatch); err !=
 	}
 }
 
-// settled brings validity up to date before a read reports it: it ends
-// the leases whose time ran out (expired) and settles what is pending, if
-// anything. The price of such a read is two indexed probes.
-func (s *Store) settled(ctx context.Context) error {
+// Settled brings every verdict up to date, for a caller about to read and
+// report one: it ends the leases whose time ran out (expired) and settles
+// what is pending, if anything, at the price of two indexed probes. Reads
+// do not do it themselves (a read only reads): the API calls it before
+// every answer that carries a session's validity or a lease's state, so no
+// answer carries a verdict older than the live refs it could have been
+// judged against. Errors: ErrStoreUnavailable.
+func (s *Store) Settled(ctx context.Context) error {
 	if err := s.expired(ctx); err != nil {
 		return err
 	}

@@ -29,11 +29,13 @@ func pushTo(t *testing.T, s *store.Store, id, from, to string, want map[string]i
 	}
 }
 
-// TestReadsSettleFirst: a push's answer counts the sessions it moves but
-// leaves them to Settle; every read that reports validity settles first, so
-// none of them ever shows the verdict from before the push, and the change
-// is in the log with the delivery as evidence.
-func TestReadsSettleFirst(t *testing.T) {
+// TestSettledBeforeEveryRead: a push's answer counts the sessions it moves
+// but leaves them to Settle; after Settled (which the API calls before
+// every answer that reports validity) no read shows the verdict from before
+// the push, and the change is in the log with the delivery as evidence.
+// Reads alone write nothing: before Settled the session still reads as it
+// was (api TestAnswersSettleFirst holds the API to calling it).
+func TestSettledBeforeEveryRead(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx := t.Context()
 		s := storetest.Open(t, b, checkpointd.SystemClock{})
@@ -114,6 +116,12 @@ func TestReadsSettleFirst(t *testing.T) {
 				if want != checkpointd.ValidityStale {
 					t.Fatalf("test layout: %s must read a stale push", r.name)
 				}
+			}
+			if before, err := s.GetSession(ctx, sess.ID); err != nil || before.Validity == want {
+				t.Fatalf("%s: before Settled the session reads %v (%v): a read settled", r.name, before.Validity, err)
+			}
+			if err := s.Settled(ctx); err != nil {
+				t.Fatal(err)
 			}
 			got, err := r.read()
 			if err != nil {
@@ -356,6 +364,9 @@ func TestWriteMovingToARefWaitsForItsDelivery(t *testing.T) {
 			if err := <-pushed; err != nil {
 				t.Fatal(err)
 			}
+			if err := s.Settled(ctx); err != nil {
+				t.Fatal(err)
+			}
 			got, err := s.GetSession(ctx, sess.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -410,14 +421,14 @@ func TestWriteSettingItsPRDoesNotWaitOnItsBranch(t *testing.T) {
 	}
 }
 
-// TestSettleWaitEndsWithTheCaller: a read that must settle first, while
-// another settle of this process waits on a row lock, gives up when its
-// own context ends: store_unavailable, not a wait as long as the other's.
+// TestSettleWaitEndsWithTheCaller: a Settled before a read, while another
+// settle of this process waits on a row lock, gives up when its own
+// context ends: store_unavailable, not a wait as long as the other's.
 func TestSettleWaitEndsWithTheCaller(t *testing.T) {
 	url := storetest.URL(t, storetest.Postgres)
 	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
 	ctx := t.Context()
-	sess := newSession(t, s, "owner/name")
+	newSession(t, s, "owner/name")
 	pushTo(t, s, "d0", "", headA, map[string]int{}) // left unsettled
 	hold := holding(t, url, `SELECT 1 FROM live_refs FOR UPDATE`)
 	settled := make(chan error, 1)
@@ -427,16 +438,15 @@ func TestSettleWaitEndsWithTheCaller(t *testing.T) {
 	go func() {
 		rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		_, err := s.GetSession(rctx, sess.ID)
-		read <- err
+		read <- s.Settled(rctx)
 	}()
 	select {
 	case err := <-read:
 		if !errors.Is(err, checkpointd.ErrStoreUnavailable) {
-			t.Fatalf("GetSession while settling is held: %v, want store_unavailable", err)
+			t.Fatalf("Settled while settling is held: %v, want store_unavailable", err)
 		}
 	case <-time.After(3 * time.Second):
-		t.Fatal("GetSession waited past its deadline for another settle")
+		t.Fatal("Settled waited past its deadline for another settle")
 	}
 	if err := hold.Commit(); err != nil {
 		t.Fatal(err)

@@ -83,8 +83,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
 	write(w, http.StatusOK, answer)
 	// The answer is complete (it carries its length) and on its way; the
-	// forge is not kept waiting while the sessions are re-judged. Every read
-	// that reports validity settles first, so the window is never visible.
+	// forge is not kept waiting while the sessions are re-judged. Every
+	// answer that reports validity is read after a settle (store.Settled),
+	// so the window is never visible.
 	_ = http.NewResponseController(w).Flush()
 	h.Metrics.WebhookAnswered(time.Since(start))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)

@@ -96,6 +96,10 @@ func (sc *scenario) checkpointOn(sess *checkpointd.Session, branch, head string,
 
 func (sc *scenario) validity(sess *checkpointd.Session, want checkpointd.Validity) {
 	sc.t.Helper()
+	// Read as the API reads: after Settled.
+	if err := sc.s.Settled(sc.t.Context()); err != nil {
+		sc.t.Fatal(err)
+	}
 	got, err := sc.s.GetSession(sc.t.Context(), sess.ID)
 	if err != nil {
 		sc.t.Fatal(err)

@@ -84,7 +84,7 @@ func TestAnswerBeforeSettle(t *testing.T) {
 				t.Fatalf("the handler settled (%v) before the answer was read", err)
 			default:
 			}
-			sc.validity(sess, checkpointd.ValidityStale) // settles for itself
+			sc.validity(sess, checkpointd.ValidityStale) // settles for itself (Settled)
 			close(held.release)
 			if err := <-held.done; (err != nil) != fail {
 				t.Fatalf("handler's settle after the read: %v", err)
