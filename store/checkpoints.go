@@ -128,9 +128,7 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 		return nil, s.classify(err)
 	}
 	var written writtenSession
-	ch := &changes{}
-	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
-		ch.reset()
+	err = s.change(ctx, CauseCheckpoint, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		var seq, eseq int64
 		var repo, role string
 		var current checkpointd.Verdict
@@ -226,7 +224,6 @@ func (s *Store) WriteCheckpoint(ctx context.Context, w CheckpointWrite) (*checkp
 	if err != nil {
 		return nil, err
 	}
-	s.tell(CauseCheckpoint, ch)
 	if s.dialect == migrations.Postgres {
 		s.written.set(w.SessionID, written)
 	}

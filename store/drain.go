@@ -143,7 +143,7 @@ func (s *Store) StartDrain(ctx context.Context, reason, by string) (d *checkpoin
 	row := drainRow{ID: checkpointd.NewID(checkpointd.PrefixDrain), Reason: reason, StartedAt: micros(now),
 		StartedBy: by, State: string(checkpointd.DrainRunning), IsOpen: sql.NullInt64{Int64: 1, Valid: true}}
 	var running *drainRow
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		if s.dialect == migrations.Postgres {
 			// Wait for the creates and takeovers past their check, and
 			// hold back the next ones until the drain row commits.
@@ -199,7 +199,7 @@ VALUES (?, ?, ?, ?, ?, 1)`), row.ID, row.Reason, row.StartedAt, row.StartedBy, r
 func (s *Store) CancelDrain(ctx context.Context, by string) (*checkpointd.Drain, error) {
 	now := s.now()
 	var out *checkpointd.Drain
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var row drainRow
 		err := tx.GetContext(ctx, &row, tx.Rebind(`UPDATE drains SET is_open = NULL, lifted_at = ? WHERE is_open = 1 RETURNING `+drainColumns), micros(now))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -227,7 +227,7 @@ func (s *Store) CancelDrain(ctx context.Context, by string) (*checkpointd.Drain,
 // ErrStoreUnavailable.
 func (s *Store) LiftCompletedDrain(ctx context.Context) (*checkpointd.Drain, error) {
 	var out *checkpointd.Drain
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var row drainRow
 		err := tx.GetContext(ctx, &row, tx.Rebind(`UPDATE drains SET is_open = NULL, lifted_at = ?
 WHERE is_open = 1 AND state = 'completed' RETURNING `+drainColumns), micros(s.now()))

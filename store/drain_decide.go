@@ -72,7 +72,7 @@ func (s *Store) CompleteDrain(ctx context.Context, c DrainCompletion) (*checkpoi
 func (s *Store) decideDrain(ctx context.Context, c DrainCompletion) (*checkpointd.Drain, error) {
 	now := s.now()
 	var out *checkpointd.Drain
-	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		// Locking the drain row serialises decisions and cancels of a drain.
 		var row drainRow
 		err := tx.GetContext(ctx, &row, `UPDATE drains SET decisions = decisions + 1

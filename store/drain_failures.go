@@ -59,7 +59,7 @@ func (s *Store) RecordWriteFailure(ctx context.Context, f WriteFailure) (bool, e
 	}
 	now := s.now()
 	recorded := false
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		recorded = false
 		q, args := recordWriteFailure, []any{micros(now), f.Code, f.SessionID}
 		if f.RunID != "" {
@@ -111,7 +111,7 @@ func (s *Store) RecordWriteFailure(ctx context.Context, f WriteFailure) (bool, e
 func (s *Store) RecordLostWriteFailures(ctx context.Context, code string) (int64, error) {
 	now := s.now()
 	var n int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET write_failed_at = ?, write_failed_code = ?, drain_ready = FALSE
 WHERE state = 'active' AND current_run_id <> '' AND EXISTS (SELECT 1 FROM drains WHERE is_open = 1 AND state = 'running')`), micros(now), code)
 		if err != nil {

@@ -55,7 +55,7 @@ func (s *Store) NoteDrainBlocked(ctx context.Context, drainID string) (int, erro
 			}
 			after = ids[len(ids)-1]
 			var noted int
-			err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+			err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 				noted = 0
 				row, err := openDrain(ctx, tx)
 				if err != nil || row == nil || row.ID != drainID || row.State != string(checkpointd.DrainRunning) {

@@ -138,7 +138,7 @@ func (s *Store) markUnreadable(ctx context.Context, latest map[string]int64) err
 	ids := slices.Sorted(maps.Keys(latest))
 	s.log.ErrorContext(ctx, "drain: latest checkpoints cannot be read back whole; their sessions block as unknown",
 		slog.Int("sessions", len(ids)), slog.Any("first", ids[:min(len(ids), 10)]))
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		for _, id := range ids { // in id order, as every lock of sessions
 			if _, err := tx.ExecContext(ctx, tx.Rebind(markUnreadable), latest[id], id, latest[id]); err != nil {
 				return err

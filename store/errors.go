@@ -49,7 +49,7 @@ func (s *Store) RecordErrors(ctx context.Context, recs []checkpointd.ErrorRecord
 		return nil
 	}
 	now := s.now()
-	return s.inTx(ctx, func(tx *sqlx.Tx) error { return s.insertErrors(ctx, tx, now, recs) })
+	return s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error { return s.insertErrors(ctx, tx, now, recs) })
 }
 
 // insertErrors is RecordErrors inside the caller's transaction.

@@ -44,7 +44,7 @@ func (s *Store) expireLeases(ctx context.Context, limit int) (ended, found int, 
 	}
 	for _, id := range ids {
 		var done bool
-		err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) (err error) {
+		err := s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) (err error) {
 			done, err = s.expireLease(ctx, tx, ch, id, now)
 			return err
 		})

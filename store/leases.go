@@ -79,7 +79,7 @@ func (s *Store) AcquireLease(ctx context.Context, in NewLease) (*checkpointd.Lea
 	l := &checkpointd.Lease{ID: checkpointd.NewID(checkpointd.PrefixLease), Resource: in.Resource,
 		Holder: checkpointd.LeaseHolder{SessionID: in.SessionID, RunID: in.RunID}, State: checkpointd.LeaseHeld,
 		AcquiredAt: now, ExpiresAt: now.Add(in.TTL).Truncate(time.Microsecond), TTLSeconds: int64(in.TTL / time.Second)}
-	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		var repo string
 		err := tx.QueryRowxContext(ctx, tx.Rebind(lockRun), micros(now.Add(-checkpointd.SeenRefresh(s.liveness()))), micros(now), in.SessionID, in.RunID).Scan(&repo)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -148,7 +148,7 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 	now := s.now()
 	expires := now.Add(ttl).Truncate(time.Microsecond)
 	var out *checkpointd.Lease
-	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		if err := lockLeaseSession(ctx, tx, id, runID, now, checkpointd.SeenRefresh(s.liveness())); err != nil {
 			return err
 		}
@@ -181,7 +181,7 @@ func (s *Store) RenewLease(ctx context.Context, id, runID string, ttl time.Durat
 // Errors: ErrNotFound, ErrLeaseLost, ErrStoreUnavailable.
 func (s *Store) ReleaseLease(ctx context.Context, id, runID string, force bool) error {
 	now := s.now()
-	return s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
+	return s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		if err := lockLeaseSession(ctx, tx, id, runID, now, checkpointd.SeenRefresh(s.liveness())); err != nil {
 			return err
 		}

@@ -77,7 +77,7 @@ func (s *Store) SeeRun(ctx context.Context, sessionID, runID string) (*checkpoin
 		run.LastSeenAt, run.Live = &seen, &live
 		return run, nil
 	}
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, tx.Rebind(recordSighting), micros(now), sessionID, runID, micros(now))
 		if err != nil {
 			return err

@@ -28,7 +28,7 @@ func (s *Store) ApplyDelivery(ctx context.Context, d DeliveryRecord, obs []check
 	if err != nil {
 		return nil, false, s.classify(err)
 	}
-	err = s.change(ctx, CauseWebhook, func(tx *sqlx.Tx, ch *changes) error {
+	err = s.change(ctx, CauseWebhook, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		effects, duplicate = newEffects(), false
 		res, err := tx.StmtxContext(ctx, st.insertDelivery).ExecContext(ctx, d.ID, d.Event, d.Forge, strings.ToLower(d.Repo), micros(now))
 		if err != nil {
@@ -71,7 +71,7 @@ func (s *Store) Observe(ctx context.Context, obs []checkpointd.Observation, trac
 	if err != nil {
 		return nil, s.classify(err)
 	}
-	err = s.change(ctx, CauseReconcile, func(tx *sqlx.Tx, ch *changes) error {
+	err = s.change(ctx, CauseReconcile, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		effects = newEffects()
 		for _, o := range obs {
 			if err := s.observe(ctx, tx, ch, st, o, now, effects); err != nil {

@@ -37,7 +37,7 @@ WHERE id = ? AND state = 'active' AND current_run_id = ?`
 // ErrStoreUnavailable.
 func (s *Store) ParkSession(ctx context.Context, sessionID string, by Operator, reason string, inScope func(string) bool) (*checkpointd.Session, error) {
 	now := s.now()
-	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		// Lock the row first (as every session-and-leases transaction
 		// does), then read which run is current under the lock.
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE sessions SET updated_at = updated_at WHERE id = ?`), sessionID); err != nil {

@@ -205,7 +205,7 @@ func (s *Store) probe(paddingBytes int) error {
 	// Its own transaction, not a group commit on SQLite: a probe that
 	// finds the disk full must not fail the writes it would share one
 	// with.
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO settings (name, value) VALUES (?, ?)`), name, hex.EncodeToString(padding)); err != nil {
 			return err
 		}

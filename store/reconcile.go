@@ -105,7 +105,7 @@ WHERE state = 'active' AND validity <> 'invalidated' ORDER BY id`); err != nil {
 func (s *Store) ResetValidity(ctx context.Context, reason string) (int, error) {
 	now := s.now()
 	n := 0
-	err := s.change(ctx, CauseRestart, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseRestart, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		n = 0
 		var rows []struct {
 			ID       string `db:"id"`
@@ -144,7 +144,7 @@ WHERE state = 'active' AND validity <> 'unverified' ORDER BY id`); err != nil {
 func (s *Store) MarkUnverified(ctx context.Context, refs []ActiveRef, reason, source string, track ...*Moves) (map[string]int, error) {
 	now := s.now()
 	var moved map[string]int
-	err := s.change(ctx, CauseReconcile, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseReconcile, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		moved = map[string]int{}
 		for _, ref := range refs {
 			repoKey := strings.ToLower(ref.Repo)
@@ -235,7 +235,7 @@ const keptReports = 50
 // ordered) and prunes all but the latest reports. Errors: ErrStoreUnavailable.
 func (s *Store) SaveReconcileReport(ctx context.Context, id string, report []byte) error {
 	now := s.now()
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO reconcile_reports (id, finished_at, report) VALUES (?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, report = excluded.report`), id, micros(now), string(report)); err != nil {
 			return err
@@ -315,7 +315,7 @@ WHERE l.state = 'held' AND (s.state <> 'active' OR s.current_run_id <> l.run_id)
 func (s *Store) releaseMismatch(ctx context.Context, id, source string) (bool, error) {
 	now := s.now()
 	released := false
-	err := s.change(ctx, CauseReconcile, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseReconcile, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		released = false
 		l, err := s.getLease(ctx, tx, id)
 		if err != nil || l.State != checkpointd.LeaseHeld {
@@ -352,7 +352,7 @@ func (s *Store) releaseMismatch(ctx context.Context, id, source string) (bool, e
 func (s *Store) judgeNamedLeases(ctx context.Context, source string) (int, error) {
 	now := s.now()
 	n := 0
-	err := s.change(ctx, CauseReconcile, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseReconcile, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		n = 0
 		var rows []struct {
 			ID       string `db:"id"`
@@ -444,7 +444,7 @@ func (s *Store) RepoRenames(ctx context.Context, repos []string, learned map[str
 		}
 	}
 	var out []RepoRename
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		out = nil
 		for k, id := range learned {
 			if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO repo_ids (repo_key, repo_id, seen_at) VALUES (?, ?, ?)

@@ -45,7 +45,7 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, version
 // AnnounceReplica registers r as serving the database (again, when its id
 // is known: a restart). Errors: ErrStoreUnavailable.
 func (s *Store) AnnounceReplica(ctx context.Context, r checkpointd.Replica) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		_, err := tx.ExecContext(ctx, tx.Rebind(announceReplica), r.ID, r.Host, r.PID, r.Version, micros(r.StartedAt),
 			micros(s.now()), r.Pending, string(r.Unknown))
 		return err
@@ -58,7 +58,7 @@ func (s *Store) AnnounceReplica(ctx context.Context, r checkpointd.Replica) erro
 // replica is not registered: an override forgot it, so it announces itself
 // again), ErrStoreUnavailable.
 func (s *Store) ReportReplica(ctx context.Context, id string, pending int, confirmed int64) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE replicas SET heard_at = ?, pending = ?,
     confirmed = CASE WHEN confirmed < ? THEN ? ELSE confirmed END WHERE id = ?`), micros(s.now()), pending, confirmed, confirmed, id)
 		if err != nil {
@@ -75,7 +75,7 @@ func (s *Store) ReportReplica(ctx context.Context, id string, pending int, confi
 // whose journal was unknown stays: what it lost is still unknown.
 // Errors: ErrStoreUnavailable.
 func (s *Store) LeaveReplica(ctx context.Context, id string) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		_, err := tx.ExecContext(ctx, tx.Rebind(`DELETE FROM replicas WHERE id = ? AND unknown = ''`), id)
 		return err
 	})
@@ -86,7 +86,7 @@ func (s *Store) LeaveReplica(ctx context.Context, id string) error {
 // Errors: ErrStoreUnavailable.
 func (s *Store) RequestConfirmations(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		return tx.GetContext(ctx, &n, `UPDATE drain_barrier SET request = request + 1 WHERE id = 1 RETURNING request`)
 	})
 	return n, err

@@ -268,7 +268,7 @@ func (s *Store) pruneEvents(ctx context.Context, before time.Time, batch int) (i
 		q, args = deleteEventsThrough, []any{last.At, last.At, last.SessionID, last.Seq}
 	}
 	var n int64
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var gone []prunedEvent
 		if err := tx.SelectContext(ctx, &gone, tx.Rebind(q), args...); err != nil {
 			return err
@@ -305,7 +305,7 @@ func (s *Store) pruneEvents(ctx context.Context, before time.Time, batch int) (i
 // before, with the events: a few rows per drain, so in one statement.
 func (s *Store) pruneDrainFeed(ctx context.Context, before time.Time) (int64, bool, error) {
 	var n int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, tx.Rebind(`DELETE FROM drain_feed WHERE at < ?`), micros(before))
 		if err == nil {
 			n, _ = res.RowsAffected()
@@ -361,7 +361,7 @@ func (s *Store) pruneLiveRefs(ctx context.Context, before time.Time, batch int, 
 	}
 	*after = refs[len(refs)-1]
 	var n int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		n = 0
 		for _, r := range refs {
 			q, arg := deleteLiveRefBranch, any(nil)
@@ -419,7 +419,7 @@ func (s *Store) pruneIdempotency(ctx context.Context, before time.Time, batch in
 		return 0, false, s.classify(err)
 	}
 	var n int64
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		// A claim taken over recently is in flight however old its key.
 		res, err := tx.ExecContext(ctx, tx.Rebind(deleteIdempotencyThrough), micros(before), bound, micros(before))
 		if err != nil {
@@ -456,7 +456,7 @@ func (s *Store) deleteOldest(ctx context.Context, table, key, at string, before 
 		return 0, false, nil
 	}
 	var n int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		q, args, err := sqlx.In(del, keys, micros(before))
 		if err != nil {
 			return err
@@ -507,7 +507,7 @@ WHERE state = 'ended' AND ended_at < ? ORDER BY ended_at, id LIMIT ?`), micros(b
 	}
 	reason := "ended more than " + age.String() + " before the retention pass"
 	var n int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		victims, err := lockSessions(ctx, tx, `id IN (?) AND state = 'ended' AND ended_at < ?`, ids, micros(before))
 		if err != nil || len(victims) == 0 {
 			return err
@@ -529,7 +529,7 @@ func (s *Store) trimEvents(ctx context.Context, sessionID string, batch int) (in
 	var total int64
 	for {
 		var n int64
-		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 			res, err := tx.ExecContext(ctx, tx.Rebind(trimEventsSQL), sessionID, sessionID, batch-1)
 			if err != nil {
 				return err

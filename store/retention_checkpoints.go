@@ -78,7 +78,7 @@ func (s *Store) pruneCheckpoints(ctx context.Context, cur *sessionCursor, keep i
 		return 0, 0, false, nil
 	}
 	var next sessionCursor
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		n, visited, next = 0, 0, *cur
 		budget := int64(batch)
 		for _, c := range cands {

@@ -53,7 +53,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 	live := true
 	run := &checkpointd.Run{ID: rid, SessionID: sessionID, Agent: in.Agent, StartedAt: now, TakeoverReason: in.Reason,
 		LastSeenAt: &now, Live: &live}
-	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		st, err := getSessionState(ctx, tx, sessionID)
 		if err != nil {
 			return err
@@ -170,7 +170,7 @@ func (s *Store) EndSessionAs(ctx context.Context, in SessionEnd) (*checkpointd.S
 		return nil, checkpointd.Invalid("/run_id", "required")
 	}
 	now := s.now()
-	err := s.change(ctx, CauseLease, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		var row struct {
 			EventSeq int64  `db:"event_seq"`
 			Run      string `db:"current_run_id"`

@@ -51,7 +51,7 @@ func (s *Store) CreateSession(ctx context.Context, in NewSession) (*checkpointd.
 	capsJSON, _ := json.Marshal(caps)
 	agentJSON, _ := json.Marshal(in.Agent)
 	var sess *checkpointd.Session
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		if err := s.refuseIfDraining(ctx, tx); err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ func (s *Store) Settings(ctx context.Context, prefix string) (map[string]string,
 // value in force: concurrent first starts agree on one value.
 func (s *Store) InitSetting(ctx context.Context, name, value string) (string, error) {
 	var out string
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`), name, value); err != nil {
 			return err
 		}

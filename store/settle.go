@@ -124,7 +124,7 @@ func (s *Store) settleRef(ctx context.Context, repoKey, ref string, track ...*Mo
 		q += ` FOR UPDATE`
 	}
 	start, judged := time.Now(), false
-	err := s.change(ctx, CauseWebhook, func(tx *sqlx.Tx, ch *changes) error {
+	err := s.change(ctx, CauseWebhook, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		judged = false
 		var row liveRefRow
 		if err := tx.GetContext(ctx, &row, tx.Rebind(q), repoKey, ref); err != nil {

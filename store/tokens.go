@@ -26,7 +26,7 @@ func (s *Store) CreateToken(ctx context.Context, name string, role checkpointd.T
 		t.Scope = []string{}
 	}
 	scopeJSON, _ := json.Marshal(t.Scope)
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		_, err := tx.ExecContext(ctx, tx.Rebind(insertToken), t.ID, name, string(role), string(scopeJSON), secretHash, micros(t.CreatedAt))
 		return err
 	})
@@ -38,7 +38,7 @@ func (s *Store) CreateToken(ctx context.Context, name string, role checkpointd.T
 // of an empty database bootstraps access.
 func (s *Store) EnsureOperatorToken(ctx context.Context, name, secretHash string) (bool, error) {
 	created := false
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var n int
 		// The COUNT inside the write transaction is race-free on SQLite (one
 		// writer); on PostgreSQL two replicas may both create one, which
@@ -128,7 +128,7 @@ func (s *Store) ListTokens(ctx context.Context) ([]checkpointd.Token, error) {
 // every other replica (tokencache.go). Errors: ErrNotFound,
 // ErrStoreUnavailable.
 func (s *Store) RevokeToken(ctx context.Context, id string) error {
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`), micros(s.now()), id)
 		if err != nil {
 			return err

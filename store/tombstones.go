@@ -86,7 +86,7 @@ func (s *Store) Tombstone(ctx context.Context, sessionID string) (*checkpointd.T
 func (s *Store) ClearSession(ctx context.Context, sessionID, by, reason string) (*checkpointd.Tombstone, error) {
 	now := s.now()
 	var out *checkpointd.Tombstone
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		victims, err := lockSessions(ctx, tx, `id = ?`, sessionID)
 		if err != nil {
 			return err

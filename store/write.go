@@ -22,7 +22,8 @@ import (
 type writeFunc func(ctx context.Context, tx *sqlx.Tx) error
 
 // write runs fn in a write transaction and returns once it is durable or
-// has failed. On PostgreSQL that is inTx. On SQLite, whose single writer
+// has failed: every write of the store goes through it (or change, which
+// wraps it). On PostgreSQL that is inTx. On SQLite, whose single writer
 // pays one fsync per commit, writes queued at the same moment share one
 // transaction: each runs inside its own SAVEPOINT, so one that fails rolls
 // back alone, and all are answered after the one commit. Nothing is
@@ -229,15 +230,15 @@ func (s *Store) closeStatements() error {
 	return err
 }
 
-// change runs fn in a write transaction (inTx) and, once it committed,
-// tells the observer what it changed, by cause, and the trackers the moves
-// it made. fn gets its attempt's changes, from none: a retried attempt
-// starts again.
-func (s *Store) change(ctx context.Context, cause string, fn func(tx *sqlx.Tx, ch *changes) error, track ...*Moves) error {
+// change is write for a body whose changes the observer hears of: once
+// the transaction committed, it tells the observer what fn changed, by
+// cause, and the trackers the moves it made. fn gets its attempt's
+// changes, from none: a retried attempt starts again.
+func (s *Store) change(ctx context.Context, cause string, fn func(ctx context.Context, tx *sqlx.Tx, ch *changes) error, track ...*Moves) error {
 	var ch changes
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		ch.reset()
-		return fn(tx, &ch)
+		return fn(ctx, tx, &ch)
 	})
 	if err == nil {
 		s.tell(cause, &ch, track...)
