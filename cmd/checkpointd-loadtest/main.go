@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/checkpointd/checkpointd/internal/envvar"
 )
 
 func main() {
@@ -27,7 +29,7 @@ func main() {
 
 // run is the whole program: main only wires signals and exit codes.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	from := func(name string) cli.ValueSourceChain { return cli.NewValueSourceChain(env{name, getenv}) }
+	from := envvar.From(getenv)
 	cmd := loadtestCommand(from, []cli.Flag{
 		&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080", Sources: from("CHECKPOINTD_URL"), Usage: "base URL of a running daemon"},
 		&cli.StringFlag{Name: "token", Sources: from("CHECKPOINTD_TOKEN"), Usage: "agent or operator API token (required; reads no token file)"},
@@ -37,22 +39,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd.ExitErrHandler = func(context.Context, *cli.Command, error) {}
 	return cmd.Run(ctx, args)
 }
-
-// env is a flag's environment variable, read through getenv (tests pass
-// their own).
-type env struct {
-	name   string
-	getenv func(string) string
-}
-
-func (e env) Lookup() (string, bool) {
-	v := e.getenv(e.name)
-	return v, v != ""
-}
-func (e env) String() string   { return "environment variable " + e.name }
-func (e env) GoString() string { return "env{" + e.name + "}" }
-func (e env) IsFromEnv() bool  { return true }
-func (e env) Key() string      { return e.name }
 
 // version names the build for the User-Agent: the module version, else
 // "devel", and the VCS revision when the go command recorded one.

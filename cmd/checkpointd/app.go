@@ -14,29 +14,9 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/internal/envvar"
 	"github.com/checkpointd/checkpointd/store"
 )
-
-// env is a urfave/cli value source reading the injected environment, so
-// run() is testable without touching the process environment.
-type env struct {
-	name   string
-	getenv func(string) string
-}
-
-func (e env) Lookup() (string, bool) {
-	v := e.getenv(e.name)
-	return v, v != ""
-}
-func (e env) String() string   { return "environment variable " + e.name }
-func (e env) GoString() string { return "env{" + e.name + "}" }
-
-// IsFromEnv lets the help text show the variable.
-func (e env) IsFromEnv() bool { return true }
-
-// Key names the variable (cli.EnvValueSource), for the help text and for
-// the test that checks docs/configuration.md.
-func (e env) Key() string { return e.name }
 
 // run is the whole program: main only wires signals and exit codes.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -45,7 +25,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // newApp builds the command tree.
 func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
-	from := func(name string) cli.ValueSourceChain { return cli.NewValueSourceChain(env{name, getenv}) }
+	from := envvar.From(getenv)
 	dataFlags := []cli.Flag{
 		&cli.StringFlag{Name: "data-dir", Value: "data", Sources: from("CHECKPOINTD_DATA_DIR"),
 			Usage: "directory for the SQLite database, the key file and the bootstrap operator token"},
