@@ -58,59 +58,9 @@ func Complete(missing []string) bool { return len(missing) == 0 }
 
 func blankText(s string) bool { return strings.TrimSpace(s) == "" }
 
-// WriteEvidence is what a checkpoint write is judged on, read under the
-// session's row lock by the write itself.
-type WriteEvidence struct {
-	Doc *Document
-	// Held maps the ids of the leases the writing run holds now to their
-	// fencing tokens.
-	Held map[string]int64
-	// Current is the session's verdict before the write.
-	Current Verdict
-	// Live is the live state of the ref the session is bound to after the
-	// write (nil: nothing observed).
-	Live *LiveRef
-}
-
-// WriteJudgement is what a checkpoint write records besides the document.
-type WriteJudgement struct {
-	// Missing lists the unmet completeness rules (Missing), never nil.
-	Missing  []string
-	Complete bool
-	// LeasesHeld says the writing run holds every lease the document
-	// names, at the fencing token it names.
-	LeasesHeld bool
-	// Verdict is the session's validity after the write; Changed says it
-	// differs from the evidence's Current.
-	Verdict
-	Changed bool
-	// DrainReady is the session's readiness for a drain running now
-	// (DrainBlockers reads it back as Readiness.Ready): a complete
-	// checkpoint by the current run.
-	DrainReady bool
-}
-
-// JudgeWrite judges a checkpoint write: its completeness, its leases and
-// the session's validity after it. Every way the store writes a checkpoint
-// applies this judgement; none judges for itself.
-func JudgeWrite(e WriteEvidence) WriteJudgement {
-	j := WriteJudgement{Missing: Missing(e.Doc, e.Held), LeasesHeld: LeasesHeld(e.Doc, e.Held)}
-	j.Complete = Complete(j.Missing)
-	if j.Missing == nil {
-		j.Missing = []string{}
-	}
-	head := ""
-	if e.Doc != nil && e.Doc.Workspace != nil {
-		head = strings.ToLower(e.Doc.Workspace.Head)
-	}
-	j.Verdict, j.Changed = Rejudge(e.Current, ValidityEvidence{LeasesHeld: j.LeasesHeld, Head: head, Live: e.Live})
-	j.DrainReady = j.Complete
-	return j
-}
-
-// LeasesHeld reports whether every lease doc names is in held at the
+// HoldsLeases reports whether every lease doc names is in held at the
 // fencing token doc names for it.
-func LeasesHeld(doc *Document, held map[string]int64) bool {
+func HoldsLeases(doc *Document, held map[string]int64) bool {
 	if doc == nil {
 		return true
 	}
