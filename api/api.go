@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/drain"
 	"github.com/checkpointd/checkpointd/errlog"
 	"github.com/checkpointd/checkpointd/lease"
 	"github.com/checkpointd/checkpointd/metrics"
@@ -31,7 +32,7 @@ type Stores struct {
 	Checkpoints checkpointStore  // checkpoints.go
 	Idempotency idempotencyStore // idempotency.go
 	Leases      leaseStore       // leases.go
-	Drain       DrainStore       // drain.go
+	Drain       drain.Store      // drain.go (the drain gate, package drain)
 	Failures    writefail.Store  // the failure journal (Deps.Failures) by default
 	Feed        FeedStore        // watch_hub.go
 	Errors      errorStore       // errorlog.go
@@ -121,7 +122,7 @@ type Deps struct {
 type api struct {
 	Deps
 	log  *slog.Logger
-	gate drainGate
+	gate *drain.Gate
 	// hub reads the change feed once for every watcher (watch_hub.go).
 	hub                               *feedHub
 	watchStop                         <-chan struct{}
@@ -143,10 +144,6 @@ func New(d Deps) http.Handler {
 		}
 		a.Failures = j
 	}
-	a.gate.ttl = d.DrainHeaderTTL
-	if a.gate.ttl == 0 {
-		a.gate.ttl = defaultGateTTL
-	}
 	if a.Leases == nil {
 		a.Leases = lease.NewManager(d.Store.Leases, d.Logger)
 	}
@@ -161,6 +158,8 @@ func New(d Deps) http.Handler {
 	if a.Errors == nil {
 		a.Errors = errlog.New(d.Store.Errors, a.log, d.Metrics)
 	}
+	a.gate = &drain.Gate{Store: d.Store.Drain, Verifier: d.Verifier, VerifyTimeout: d.VerifyTimeout, Failures: a.Failures,
+		ConfirmTimeout: d.DrainConfirmTimeout, Errors: a.Errors, HeaderTTL: d.DrainHeaderTTL, Log: a.log}
 	r := chi.NewRouter()
 	// HEAD is served on every GET route as GET (net/http drops the body);
 	// a 405 says which methods the route serves.

@@ -10,49 +10,23 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/drain"
 	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
-	"github.com/checkpointd/checkpointd/writefail"
 )
 
 // DrainHeader is the response header that tells every API client a drain
 // gates new sessions and runs (DESIGN §2, §6).
 const DrainHeader = "Checkpointd-Drain"
 
-// DrainStore is what the drain gate needs of persistence. The drain row in
-// the store is the truth every replica reads; nothing here decides from
-// memory.
-type DrainStore interface {
-	StartDrain(ctx context.Context, reason, by string) (*checkpointd.Drain, bool, error)
-	CancelDrain(ctx context.Context, by string) (*checkpointd.Drain, error)
-	CompleteDrain(ctx context.Context, c store.DrainCompletion) (*checkpointd.Drain, error)
-	NoteDrainBlocked(ctx context.Context, drainID string) (int, error)
-	DrainStatus(ctx context.Context, q store.DrainQuery) (*store.DrainStatus, error)
-	DrainUnverified(ctx context.Context, limit int) ([]string, error)
-	DrainGating(ctx context.Context) (bool, error)
-	RecordWriteFailure(ctx context.Context, f store.WriteFailure) (bool, error)
-	ListDrains(ctx context.Context, before string, limit int) ([]checkpointd.Drain, error)
-}
+// Verifier re-checks sessions against the forge before the gate decides
+// (drain.Verifier; reconcile implements it).
+type Verifier = drain.Verifier
 
-// Verifier re-checks sessions against the forge before the gate decides,
-// so that a session blocked only because it is unverified (e.g. after a
-// restart) need not wait for the next reconcile pass. reconcile implements
-// it. An error leaves the sessions unverified: they keep blocking.
-type Verifier interface {
-	VerifySessions(ctx context.Context, ids []string) error
-}
-
-// Drain gate defaults.
 const (
-	defaultVerifyTimeout = 10 * time.Second
-	// maxVerify bounds how many unverified sessions one decision asks
-	// reconcile about; the rest keep blocking until a pass reaches them.
-	maxVerify       = 10_000
-	defaultGateTTL  = time.Second
 	drainingValue   = "draining"
 	drainReasonHint = "why the drain is started, e.g. the deploy it prepares"
 )
@@ -86,11 +60,10 @@ func (a *api) startDrain(w http.ResponseWriter, r *http.Request) error {
 	if err := redactFields(&q.Reason); err != nil {
 		return err
 	}
-	d, started, err := a.Store.Drain.StartDrain(r.Context(), q.Reason, principal(r).TokenID)
+	d, started, err := a.gate.Start(r.Context(), q.Reason, principal(r).TokenID)
 	if err != nil {
 		return err
 	}
-	a.gate.set(true)
 	a.Metrics.SetDrainState(metrics.DrainDraining)
 	w.Header().Set(DrainHeader, drainingValue)
 	if !started {
@@ -127,15 +100,7 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	release, err := a.hold(r.Context())
-	if err != nil {
-		return err
-	}
-	defer release()
-	if err := a.settled(r.Context()); err != nil {
-		return err
-	}
-	st, err := a.Store.Drain.DrainStatus(r.Context(), store.DrainQuery{Limit: limit, After: c.ID, Scope: principal(r).ScopeFilter()})
+	st, err := a.gate.Status(r.Context(), store.DrainQuery{Limit: limit, After: c.ID, Scope: principal(r).ScopeFilter()})
 	if err != nil {
 		return err
 	}
@@ -151,7 +116,6 @@ func (a *api) getDrain(w http.ResponseWriter, r *http.Request) error {
 		next := encodeCursor(cursor{ID: st.Blocking[len(st.Blocking)-1].SessionID})
 		resp.NextCursor = &next
 	}
-	a.gate.set(resp.Draining)
 	a.Metrics.SetDrain(st.Drain, st.Counts)
 	if !resp.Draining {
 		w.Header().Del(DrainHeader)
@@ -196,22 +160,7 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 			return checkpointd.Invalid(fmt.Sprintf("/override_replicas/%d", i), "a replica id (rep_…), as a blocked completion names it")
 		}
 	}
-	if a.Verifier != nil {
-		if err := a.settled(r.Context()); err != nil {
-			return err
-		}
-		ids, err := a.Store.Drain.DrainUnverified(r.Context(), maxVerify)
-		if err != nil {
-			return err
-		}
-		if len(ids) > 0 {
-			a.verify(r.Context(), ids)
-		}
-	}
-	d, err := a.decide(r.Context(), store.DrainCompletion{By: principal(r).TokenID, Limit: limit, Override: q.OverrideReplicas})
-	if err == nil && d.Decision == nil {
-		err = fmt.Errorf("%w: drain %s has no decision", checkpointd.ErrStoreUnavailable, d.ID)
-	}
+	d, err := a.gate.Complete(r.Context(), store.DrainCompletion{By: principal(r).TokenID, Limit: limit, Override: q.OverrideReplicas})
 	if err != nil {
 		if !errors.Is(err, checkpointd.ErrNotFound) {
 			a.Metrics.DrainDecision("failed") // fail closed: the drain stays running
@@ -225,7 +174,7 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		// The operator has the whole answer now (it carries its length);
 		// the blocking sessions' logs are told after it.
 		_ = http.NewResponseController(w).Flush()
-		a.noteBlocked(r.Context(), d.ID)
+		a.gate.NoteBlocked(r.Context(), d.ID)
 		return nil
 	}
 	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
@@ -269,68 +218,6 @@ func (a *api) blockedExtra(d *checkpointd.Drain) map[string]any {
 	return extra
 }
 
-// decide records the failed writes this replica keeps, asks every replica
-// to confirm it keeps none, then lets the store decide, with no failure
-// noted on this replica in between: one noted meanwhile waits for the
-// decision and is answered after it (writefail).
-func (a *api) decide(ctx context.Context, c store.DrainCompletion) (*checkpointd.Drain, error) {
-	release, err := a.hold(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if c.Request, err = a.Failures.AwaitConfirmations(ctx, a.DrainConfirmTimeout); err != nil {
-		return nil, err
-	}
-	return a.Store.Drain.CompleteDrain(ctx, c)
-}
-
-// hold records the failed checkpoint writes this replica keeps because
-// the store could not record them, and holds new ones off until release:
-// no status or decision is answered while one is unrecorded (the gate
-// fails closed, 503).
-func (a *api) hold(ctx context.Context) (release func(), err error) {
-	release, err = a.Failures.Hold(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: failed checkpoint writes kept while the store was away cannot be recorded: %w",
-			checkpointd.ErrStoreUnavailable, err)
-	}
-	return release, nil
-}
-
-// noteBlocked records a blocked decision in the blocking sessions' logs
-// (store.NoteDrainBlocked), detached from the client, within a bound. A
-// failure is logged: the decision itself is on the drain already, and the
-// next decision notes what this one could not.
-func (a *api) noteBlocked(ctx context.Context, drainID string) {
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noteTimeout)
-	defer cancel()
-	if n, err := a.Store.Drain.NoteDrainBlocked(nctx, drainID); err != nil {
-		a.log.WarnContext(ctx, "drain: recording the blocked decision in the sessions' logs failed; the next decision retries",
-			slog.String("drain", drainID), slog.Int("noted", n), slog.Any("err", err))
-	}
-}
-
-// noteTimeout bounds noteBlocked: 100k blocking sessions take seconds.
-const noteTimeout = time.Minute
-
-// verify asks the Verifier about ids within the verify timeout. The call is
-// detached from the client's connection but not from the timeout: the gate
-// answers in bounded time whatever the forge does.
-func (a *api) verify(ctx context.Context, ids []string) {
-	timeout := a.VerifyTimeout
-	if timeout <= 0 {
-		timeout = defaultVerifyTimeout
-	}
-	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	start := time.Now()
-	if err := a.Verifier.VerifySessions(vctx, ids); err != nil {
-		a.log.WarnContext(ctx, "drain: verifying unverified sessions failed; they keep blocking",
-			slog.Int("sessions", len(ids)), slog.Duration("took", time.Since(start)), slog.Any("err", err))
-	}
-}
-
 // observeDecision logs a decision and hands it to OnDrainDecision (the
 // place for a metric).
 func (a *api) observeDecision(ctx context.Context, d *checkpointd.Drain) {
@@ -348,9 +235,8 @@ func (a *api) observeDecision(ctx context.Context, d *checkpointd.Drain) {
 // cancelled, a completed one lifted; new sessions and runs are admitted
 // again. 404 when no drain is open.
 func (a *api) cancelDrain(w http.ResponseWriter, r *http.Request) error {
-	d, err := a.Store.Drain.CancelDrain(r.Context(), principal(r).TokenID)
+	d, err := a.gate.Cancel(r.Context(), principal(r).TokenID)
 	if err == nil || errors.Is(err, checkpointd.ErrNotFound) {
-		a.gate.set(false)
 		a.Metrics.SetDrain(nil, nil)
 		w.Header().Del(DrainHeader)
 	}
@@ -366,69 +252,18 @@ func (a *api) cancelDrain(w http.ResponseWriter, r *http.Request) error {
 // decisions always read the store.
 func (a *api) drainHeader(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.gate.gating(r.Context(), a.Store.Drain.DrainGating, a.log) {
+		if a.gate.Gating(r.Context()) {
 			w.Header().Set(DrainHeader, drainingValue)
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// drainGate caches whether a drain gates, for the header only.
-type drainGate struct {
-	ttl        time.Duration
-	mu         sync.Mutex
-	known      bool
-	value      bool
-	until      time.Time
-	refreshing bool
-}
-
-// gating returns the cached answer, reading the store when it is older
-// than the TTL. One request refreshes at a time; the others use the last
-// answer meanwhile. A failed read keeps the last answer.
-func (g *drainGate) gating(ctx context.Context, read func(context.Context) (bool, error), log *slog.Logger) bool {
-	g.mu.Lock()
-	if g.known && (g.refreshing || (g.ttl > 0 && time.Now().Before(g.until))) {
-		v := g.value
-		g.mu.Unlock()
-		return v
-	}
-	g.refreshing = true
-	g.mu.Unlock()
-
-	v, err := read(ctx)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.refreshing = false
-	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			log.WarnContext(ctx, "drain header: cannot read the drain state", slog.Any("err", err))
-		}
-		// Try again after a TTL, not on every request of an outage.
-		g.until = time.Now().Add(g.ttl)
-		return g.value
-	}
-	g.known, g.value, g.until = true, v, time.Now().Add(g.ttl)
-	return v
-}
-
-// set records an answer this replica just wrote or read.
-func (g *drainGate) set(v bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.known, g.value, g.until = true, v, time.Now().Add(g.ttl)
-}
-
-// recordWriteFailure records a failed checkpoint write to sessionID that
-// could block a drain: one the client could have made succeed (400, 413,
-// 415, 422) or the daemon failed (5xx), never one refused for who asked
-// (401, 403), for what no longer exists (404, 410) or for a superseded run
-// (409). Only a caller whose token covers the session's repo leaves a
-// record: a document is validated before the scope is checked, and a
-// token for other repos must not mark their sessions failed. It runs in
-// its own transaction, detached from the client's connection; when the
-// store cannot be read or written, the failure is kept in the replica's
-// journal and recorded once it is back (writefail).
+// recordWriteFailure hands the gate a failed checkpoint write to
+// sessionID that could block a drain: one the client could have made
+// succeed (400, 413, 415, 422) or the daemon failed (5xx), never one
+// refused for who asked (401, 403), for what no longer exists (404, 410)
+// or for a superseded run (409).
 func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, cause error) {
 	p := problemFor(cause)
 	switch {
@@ -438,9 +273,6 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	default:
 		return
 	}
-	// One bound for all of it: a store that hangs must not hold the answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-	defer cancel()
 	// The run the document names, read leniently: a document too broken to
 	// name one is recorded too, since it cannot be shown to be another run's.
 	var named struct {
@@ -450,30 +282,6 @@ func (a *api) recordWriteFailure(r *http.Request, sessionID string, raw []byte, 
 	if !checkpointd.ValidID(named.RunID) {
 		named.RunID = ""
 	}
-	keep := writefail.Failure{SessionID: sessionID, RunID: named.RunID, Code: p.Code, Principal: principal(r), At: time.Now()}
-	sess, err := a.Store.Sessions.GetSession(ctx, sessionID)
-	switch {
-	case errors.Is(err, checkpointd.ErrNotFound), errors.Is(err, checkpointd.ErrGone):
-		return // no such session: not its failure
-	case err != nil:
-		a.Failures.Note(ctx, keep) // the store is failing: recorded once it is back
-		return
-	case !principal(r).InScope(sess.Repo):
-		return // not the caller's
-	}
-	if !errors.Is(cause, checkpointd.ErrStoreUnavailable) { // that one is counted in the store's metrics
-		a.Errors.Record(ctx, checkpointd.ErrorRecord{Source: checkpointd.ErrorSourceCheckpointWrite,
-			Code: p.Code, SessionID: sessionID, Detail: p.Detail})
-	}
-	recorded, err := a.Store.Drain.RecordWriteFailure(ctx, store.WriteFailure{SessionID: sessionID, RunID: named.RunID, Code: p.Code})
-	if err != nil {
-		a.log.ErrorContext(ctx, "drain: cannot record a failed checkpoint write", slog.String("session", sessionID),
-			slog.String("code", p.Code), slog.Any("err", err))
-		a.Failures.Note(ctx, keep)
-		return
-	}
-	if recorded {
-		a.log.WarnContext(ctx, "drain: a failed checkpoint write blocks the drain", slog.String("session", sessionID),
-			slog.String("code", p.Code))
-	}
+	a.gate.WriteFailed(r.Context(), drain.WriteFailure{SessionID: sessionID, RunID: named.RunID, Code: p.Code, Detail: p.Detail,
+		StoreFailed: errors.Is(cause, checkpointd.ErrStoreUnavailable), Principal: principal(r)})
 }
