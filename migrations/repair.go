@@ -83,17 +83,26 @@ func repairSteps(d Dialect) []repairStep {
 	}
 	if d == Postgres {
 		// 00019's function was rewritten four times while main applied
-		// it: today's definition replaces whichever one the database has.
-		steps = append(steps, repairStep{"checkpointd_write_checkpoint (00019)", func(ctx context.Context, tx *sql.Tx) error {
-			def, err := statementBlock(Postgres, "00019_write_checkpoint.sql")
+		// it, and 00025 replaced it and 00021's: today's definitions (the
+		// functions of 00025) replace whichever the database has. Goose
+		// applies this version after 00025 on a database that had 00025
+		// before it had this one.
+		steps = append(steps, repairStep{"checkpointd_write_checkpoint (00019, 00021, 00025)", func(ctx context.Context, tx *sql.Tx) error {
+			defs, err := statementBlocks(Postgres, "00025_write_checkpoint_checks_versions.sql")
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `DROP FUNCTION IF EXISTS checkpointd_write_checkpoint`); err != nil {
-				return err
+			for _, drop := range []string{`DROP FUNCTION IF EXISTS checkpointd_write_checkpoints`, `DROP FUNCTION IF EXISTS checkpointd_write_checkpoint`} {
+				if _, err := tx.ExecContext(ctx, drop); err != nil {
+					return err
+				}
 			}
-			_, err = tx.ExecContext(ctx, def)
-			return err
+			for _, def := range defs {
+				if _, err := tx.ExecContext(ctx, def); err != nil {
+					return err
+				}
+			}
+			return nil
 		}})
 	}
 	return steps
@@ -137,17 +146,29 @@ func queryStrings(ctx context.Context, tx *sql.Tx, q string, arg any) ([]string,
 	return out, rows.Err()
 }
 
-// statementBlock is the text between a migration file's StatementBegin and
-// StatementEnd annotations: one statement that holds semicolons.
-func statementBlock(d Dialect, name string) (string, error) {
+// statementBlocks are the texts between a migration file's StatementBegin
+// and StatementEnd annotations, in its Up section: statements that hold
+// semicolons.
+func statementBlocks(d Dialect, name string) ([]string, error) {
 	b, err := fs.ReadFile(files, string(d)+"/"+name)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	_, rest, ok := strings.Cut(string(b), "-- +goose StatementBegin\n")
-	block, _, ok2 := strings.Cut(rest, "-- +goose StatementEnd")
-	if !ok || !ok2 {
-		return "", fmt.Errorf("%s: no StatementBegin … StatementEnd block", name)
+	up, _, _ := strings.Cut(string(b), "-- +goose Down")
+	var blocks []string
+	for {
+		_, rest, ok := strings.Cut(up, "-- +goose StatementBegin\n")
+		if !ok {
+			break
+		}
+		block, after, ok := strings.Cut(rest, "-- +goose StatementEnd")
+		if !ok {
+			return nil, fmt.Errorf("%s: a StatementBegin without its StatementEnd", name)
+		}
+		blocks, up = append(blocks, block), after
 	}
-	return block, nil
+	if len(blocks) == 0 {
+		return nil, fmt.Errorf("%s: no StatementBegin … StatementEnd block", name)
+	}
+	return blocks, nil
 }
