@@ -3,12 +3,18 @@
 
 package checkpointd
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // WriteEvidence is what a checkpoint write is judged on, read under the
 // session's row lock by the write itself.
 type WriteEvidence struct {
 	Doc *Document
+	// Repo and Role are the session's: it is bound to one target and one
+	// role for life.
+	Repo, Role string
 	// Held maps the ids of the leases the writing run holds now to their
 	// fencing tokens.
 	Held map[string]int64
@@ -37,10 +43,15 @@ type WriteJudgement struct {
 	DrainReady bool
 }
 
-// JudgeWrite judges a checkpoint write: its completeness, its leases and
-// the session's validity after it. Every way the store writes a checkpoint
-// applies this judgement; none judges for itself.
-func JudgeWrite(e WriteEvidence) WriteJudgement {
+// JudgeWrite judges a checkpoint write: whether its session takes it (a
+// checkpoint about another repo or role than the session's is
+// ErrInvalidCheckpoint), its completeness, its leases and the session's
+// validity after it. Every way the store writes a checkpoint applies this
+// judgement; none judges for itself.
+func JudgeWrite(e WriteEvidence) (WriteJudgement, error) {
+	if err := bound(e.Doc, e.Repo, e.Role); err != nil {
+		return WriteJudgement{}, err
+	}
 	j := WriteJudgement{Missing: Missing(e.Doc, e.Held), LeasesHeld: HoldsLeases(e.Doc, e.Held)}
 	j.Complete = Complete(j.Missing)
 	if j.Missing == nil {
@@ -52,5 +63,22 @@ func JudgeWrite(e WriteEvidence) WriteJudgement {
 	}
 	j.Verdict, j.Changed = Rejudge(e.Current, ValidityEvidence{LeasesHeld: j.LeasesHeld, Head: head, Live: e.Live})
 	j.DrainReady = j.Complete
-	return j
+	return j, nil
+}
+
+// bound rejects a checkpoint about another repo or role than its session's.
+func bound(doc *Document, repo, role string) error {
+	var problems []Problem
+	if doc.Target != nil && !strings.EqualFold(doc.Target.Repo, repo) {
+		problems = append(problems, Problem{Path: "/target/repo",
+			Message: fmt.Sprintf("repo %q is not the session's repo %q", doc.Target.Repo, repo)})
+	}
+	if doc.Role != role {
+		problems = append(problems, Problem{Path: "/role",
+			Message: fmt.Sprintf("role %q is not the session's role %q", doc.Role, role)})
+	}
+	if problems != nil {
+		return &ValidationError{Kind: ErrInvalidCheckpoint, Problems: problems}
+	}
+	return nil
 }

@@ -53,13 +53,29 @@ type Observation struct {
 	Source        string // webhook:<delivery id> or reconcile:<pass id>
 }
 
-// RefName is how an observation's ref is keyed.
-func (o Observation) RefName() string {
-	if o.PR > 0 {
-		return "pr:" + strconv.FormatInt(o.PR, 10)
+// RefKey is how a ref is keyed where live refs are kept: "pr:<n>" for a
+// pull request, else "branch:<name>". ParseRefKey is its inverse.
+func RefKey(branch string, pr int64) string {
+	if pr > 0 {
+		return "pr:" + strconv.FormatInt(pr, 10)
 	}
-	return "branch:" + o.Branch
+	return "branch:" + branch
 }
+
+// ParseRefKey is the inverse of RefKey: a branch name, or a PR.
+func ParseRefKey(key string) (branch string, pr int64) {
+	if n, ok := strings.CutPrefix(key, "pr:"); ok {
+		pr, _ = strconv.ParseInt(n, 10, 64)
+		return "", pr
+	}
+	return strings.TrimPrefix(key, "branch:"), 0
+}
+
+// RefName is how an observation's ref is keyed.
+func (o Observation) RefName() string { return RefKey(o.Branch, o.PR) }
+
+// Key is how the live ref is keyed.
+func (l LiveRef) Key() string { return RefKey(l.Branch, l.PR) }
 
 // ObservationEffects counts what evidence changed.
 type ObservationEffects struct {

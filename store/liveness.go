@@ -90,7 +90,7 @@ func (s *Store) SeeRun(ctx context.Context, sessionID, runID string) (*checkpoin
 				return err
 			}
 			if st.State != string(checkpointd.SessionActive) || st.CurrentRunID != runID {
-				return s.whyRejected(ctx, tx, sessionID, runID, 0)
+				return st.refusal(sessionID, runID, 0)
 			}
 		}
 		return nil

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +25,10 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, 
 	// An unbound half asks for "", which names no ref.
 	branchRef, prRef := "", ""
 	if branch != "" {
-		branchRef = "branch:" + branch
+		branchRef = checkpointd.RefKey(branch, 0)
 	}
 	if pr > 0 {
-		prRef = "pr:" + strconv.FormatInt(pr, 10)
+		prRef = checkpointd.RefKey("", pr)
 	}
 	var rows []struct {
 		Ref string `db:"ref"`
@@ -59,17 +58,6 @@ func liveRef(ctx context.Context, q sqlx.QueryerContext, stmt *sqlx.Stmt, repo, 
 		}
 	}
 	return nil, 0, nil
-}
-
-// liveRefName is how live_refs keys l ("" for nil).
-func liveRefName(l *checkpointd.LiveRef) string {
-	switch {
-	case l == nil:
-		return ""
-	case l.Branch != "":
-		return "branch:" + l.Branch
-	}
-	return "pr:" + strconv.FormatInt(l.PR, 10)
 }
 
 // LiveRef returns what was last observed of the ref a session is bound to,

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -212,7 +211,7 @@ type validityChange struct{ from, to, reason string }
 // have read the live ref before this one changed, so the judgement must
 // read the head that write commits, not the one before it.
 func judgeRef(ctx context.Context, tx *sqlx.Tx, repoKey, ref string, row liveRefRow) (map[validityChange][]string, error) {
-	branch, pr := refTarget(ref)
+	branch, pr := checkpointd.ParseRefKey(ref)
 	q, arg := `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND branch = ? AND state = 'active'`, any(branch)
 	if pr > 0 {
 		q, arg = `SELECT id, head, validity, validity_reason, leases_ok FROM sessions WHERE repo_key = ? AND pr = ? AND state = 'active'`, pr
@@ -247,7 +246,7 @@ WHERE repo_key = ? AND `
 // countRef is judgeRef for a delivery's answer: how many sessions move to
 // each validity. count is countBoundSQL for the ref's kind.
 func countRef(ctx context.Context, count *sqlx.Stmt, repoKey, ref string, row liveRefRow) (map[string]int, error) {
-	branch, pr := refTarget(ref)
+	branch, pr := checkpointd.ParseRefKey(ref)
 	arg := any(branch)
 	if pr > 0 {
 		arg = pr
@@ -281,7 +280,7 @@ func judgeBound(b boundSession, live *checkpointd.LiveRef) (validityChange, bool
 func (row liveRefRow) liveRef(repoKey, ref string) *checkpointd.LiveRef {
 	l := &checkpointd.LiveRef{Repo: repoKey, Head: row.Head, State: checkpointd.LiveRefState(row.State),
 		ObservedAt: fromMicros(row.ObservedAt), Source: row.Source}
-	l.Branch, l.PR = refTarget(ref)
+	l.Branch, l.PR = checkpointd.ParseRefKey(ref)
 	return l
 }
 
@@ -298,13 +297,4 @@ func applyJudgement(ctx context.Context, tx *sqlx.Tx, ch *changes, repoKey, ref 
 	_, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE live_refs SET settled_version = ? WHERE repo_key = ? AND ref = ? AND settled_version < ?`),
 		row.Version, repoKey, ref, row.Version)
 	return err
-}
-
-// refTarget is the inverse of Observation.RefName: a branch name, or a PR.
-func refTarget(ref string) (branch string, pr int64) {
-	if n, ok := strings.CutPrefix(ref, "pr:"); ok {
-		pr, _ = strconv.ParseInt(n, 10, 64)
-		return "", pr
-	}
-	return strings.TrimPrefix(ref, "branch:"), 0
 }

@@ -79,28 +79,12 @@ func (w *writtenSessions) set(id string, v writtenSession) {
 	w.m[id] = v
 }
 
-func (w *writtenSessions) forget(id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.m, id)
-}
-
 func (w *writtenSessions) decline(reason string) {
 	n, ok := w.declines.Load(reason)
 	if !ok {
 		n, _ = w.declines.LoadOrStore(reason, new(atomic.Int64))
 	}
 	n.(*atomic.Int64).Add(1)
-}
-
-// checkpointInput is what WriteCheckpoint derived from the document for
-// both ways of writing it.
-type checkpointInput struct {
-	clearJSON, private         []byte
-	pr                         int64
-	ws                         checkpointd.Workspace
-	head, waitingOn, nextActor string
-	seenBefore                 int64
 }
 
 // writeInOneStatement writes w as one statement if it can. ok is false
@@ -116,7 +100,7 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		return false, nil
 	}
 	doc := w.Doc
-	if (w.InScope != nil && !w.InScope(known.repo)) || checkBinding(doc, known.repo, known.role) != nil {
+	if w.InScope != nil && !w.InScope(known.repo) {
 		s.written.decline("binding")
 		return false, nil
 	}
@@ -130,7 +114,12 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		ids, tokens = append(ids, l.LeaseID), append(tokens, l.FencingToken)
 		held[l.LeaseID] = l.FencingToken
 	}
-	j := checkpointd.JudgeWrite(checkpointd.WriteEvidence{Doc: doc, Held: held, Current: known.verdict, Live: known.live})
+	j, err := checkpointd.JudgeWrite(checkpointd.WriteEvidence{Doc: doc, Repo: known.repo, Role: known.role, Held: held,
+		Current: known.verdict, Live: known.live})
+	if err != nil {
+		s.written.decline("binding")
+		return false, nil
+	}
 	if j.Changed {
 		// A new verdict is recorded with its evidence: the transaction's.
 		s.written.decline("validity")
@@ -164,7 +153,10 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		idemScope, idemKey, idemClaim, idemStatus = idem.Scope, idem.Key, idem.Claim, idem.Status
 		idemResponse = s.keys.Seal(body, idemAAD(idem.Scope, idem.Key))
 	}
-	now := cp.CreatedAt
+	now, liveKey := in.now, ""
+	if known.live != nil {
+		liveKey = known.live.Key()
+	}
 	call := statementWrite{session: w.SessionID, run: doc.RunID, token: doc.FencingToken, repo: known.repo, role: known.role, seq: seq,
 		now: micros(now), seenBefore: in.seenBefore, pr: in.pr, branch: in.ws.Branch, worktree: in.ws.Worktree, head: in.head,
 		stage: doc.Stage, waitingOn: in.waitingOn, nextActor: in.nextActor, leaseIDs: ids, leaseTokens: tokens,
@@ -172,7 +164,7 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		document: string(in.clearJSON), sealed: s.keys.Seal(in.private, checkpointAAD(w.SessionID, seq)),
 		documentDigest: documentDigest(in.clearJSON), eventKind: checkpointd.EventCheckpointWritten, eventData: string(evData),
 		repoKey: strings.ToLower(known.repo), validity: string(j.Validity), reason: j.Reason,
-		liveRef: liveRefName(known.live), liveVersion: known.liveVersion,
+		liveRef: liveKey, liveVersion: known.liveVersion,
 		idemScope: idemScope, idemKey: idemKey, idemClaim: idemClaim, idemStatus: int64(idemStatus), idemResponse: idemResponse}
 	if !call.joinable() {
 		s.written.decline("separator")
@@ -193,14 +185,15 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 	}
 	switch {
 	case err != nil:
-		s.written.forget(w.SessionID)
+		// Whether it committed is unknown. What the map knows stays: if it
+		// did, the next write's seq is declined, never written, and the
+		// transaction's answer sets the map right.
 		return true, s.classifyOp(OpWrite, err)
 	case declined.Valid:
 		// Declined (before or after the session row's update: rolled back
 		// whole either way) or failed alone ("error <SQLSTATE>": the
 		// transaction meets it again, retries a conflict, answers an
-		// error). What the map knows stays: a wrong seq is declined, never
-		// written, and the transaction's answer sets it right.
+		// error). What the map knows stays, as above.
 		reason, _, _ := strings.Cut(declined.String, " ")
 		s.written.decline(reason)
 		return false, nil

@@ -18,16 +18,14 @@ import (
 // session that does not exist is not found for every caller: there is no
 // repo to hide. inScope nil checks no scope.
 func (s *Store) refusedRun(ctx context.Context, tx *sqlx.Tx, sessionID, runID string, token int64, inScope func(repo string) bool) error {
-	if inScope != nil {
-		st, err := getSessionState(ctx, tx, sessionID)
-		if err != nil {
-			return err
-		}
-		if !inScope(st.Repo) {
-			return checkpointd.OutOfScope()
-		}
+	st, err := getSessionState(ctx, tx, sessionID)
+	if err != nil {
+		return err
 	}
-	return s.whyRejected(ctx, tx, sessionID, runID, token)
+	if inScope != nil && !inScope(st.Repo) {
+		return checkpointd.OutOfScope()
+	}
+	return st.refusal(sessionID, runID, token)
 }
 
 // SessionRepo returns the repo of a session, for a caller that must check
@@ -70,6 +68,12 @@ func (s *Store) whyRejected(ctx context.Context, tx *sqlx.Tx, sessionID, runID s
 	if err != nil {
 		return err
 	}
+	return st.refusal(sessionID, runID, token)
+}
+
+// refusal is why a run, at fencing token token (0: none presented), may
+// not act on a session in state st.
+func (st *sessionState) refusal(sessionID, runID string, token int64) error {
 	switch {
 	case st.State != string(checkpointd.SessionActive):
 		return fmt.Errorf("session %s: %w", sessionID, checkpointd.ErrSessionEnded)

@@ -365,7 +365,7 @@ func (s *Store) pruneLiveRefs(ctx context.Context, before time.Time, batch int, 
 		n = 0
 		for _, r := range refs {
 			q, arg := deleteLiveRefBranch, any(nil)
-			if branch, pr := refTarget(r.Ref); pr > 0 {
+			if branch, pr := checkpointd.ParseRefKey(r.Ref); pr > 0 {
 				q, arg = deleteLiveRefPR, pr
 			} else {
 				arg = branch
