@@ -28,6 +28,20 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 	if !checkpointd.ValidID(id) {
 		return fmt.Errorf("no such session: %w", checkpointd.ErrNotFound)
 	}
+	caller := principal(r)
+	// Checkpoint keys are scoped to the session, admitted only to a caller
+	// whose token covers the session's repo. The session must exist (404)
+	// and not be gone (410): a key of no session is never claimed.
+	keys := keyScope{name: id, admit: func() error {
+		repo, err := a.Store.Sessions.SessionRepo(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		if !caller.InScope(repo) {
+			return checkpointd.OutOfScope()
+		}
+		return nil
+	}}
 	var raw []byte
 	start, committed, redactions := time.Now(), false, 0
 	defer func() {
@@ -56,12 +70,12 @@ func (a *api) writeCheckpoint(w http.ResponseWriter, r *http.Request) (err error
 	}
 	// Checkpoint keys are scoped to the session; the digest is the
 	// document's own, over its pre-redaction canonical form.
-	return a.idempotent(w, r, a.sessionKeys(r, id), p.Digest,
+	return a.idempotent(w, r, keys, p.Digest,
 		func(idem *store.Idempotency) (any, error) {
 			noted := a.Failures.Mark() // what this write may supersede
 			cp, err := a.Store.Checkpoints.WriteCheckpoint(r.Context(), store.CheckpointWrite{
 				SessionID: id, Doc: p.Doc, Digest: p.Digest, Redactions: p.Redactions,
-				InScope: principal(r).InScope, Idempotency: idem,
+				InScope: caller.InScope, Idempotency: idem,
 			})
 			if err == nil {
 				committed, redactions = true, cp.Redactions

@@ -39,19 +39,6 @@ type keyScope struct {
 // which has nothing to hide from itself.
 func tokenKeys(r *http.Request) keyScope { return keyScope{name: "tok:" + principal(r).TokenID} }
 
-// sessionKeys is the key scope of a session's writes, admitted only to a
-// caller whose token covers the session's repo. The session must exist
-// (404) and not be gone (410): a key of no session is never claimed.
-func (a *api) sessionKeys(r *http.Request, sessionID string) keyScope {
-	return keyScope{name: sessionID, admit: func() error {
-		repo, err := a.Store.Sessions.SessionRepo(r.Context(), sessionID)
-		if err != nil {
-			return err
-		}
-		return inScope(r, repo)
-	}}
-}
-
 // idempotencyKey reads the request's Idempotency-Key: absent, or exactly
 // one header line of 1–255 characters that does not look like a secret
 // (it is identifying, identifiers.go: stored as sent, and a rewritten key
