@@ -74,6 +74,10 @@ type Deps struct {
 	// 10s). Nil skips the step.
 	Verifier      Verifier
 	VerifyTimeout time.Duration
+	// Mutations asks the forge whether a resumed checkpoint's pending
+	// mutation happened (DESIGN §17); nil answers unknown, "forge not
+	// configured".
+	Mutations MutationResolver
 	// Evidence says which sources of live-head evidence are configured;
 	// drain answers say what unblocks a session accordingly, and say so
 	// plainly when there is none.

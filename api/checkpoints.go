@@ -128,12 +128,12 @@ func (a *api) listCheckpoints(w http.ResponseWriter, r *http.Request) (err error
 	return writeJSON(w, http.StatusOK, newList(items, limit, func(s checkpointd.CheckpointSummary) cursor { return cursor{Seq: s.Seq} }))
 }
 
+// pendingMutation is the checkpoint's pending mutation with the forge's
+// answer about it: {kind, target, idempotency_key, summary, outcome,
+// evidence, reason, checked_at}.
 type pendingMutation struct {
 	*checkpointd.PendingMutation
-	// Outcome is always outcome_unknown: the daemon cannot know whether a
-	// half-done mutation happened, so the resuming run checks it by its
-	// idempotency key before acting.
-	Outcome string `json:"outcome"`
+	checkpointd.MutationAnswer
 }
 
 type resumeResponse struct {
@@ -210,8 +210,9 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) (err error) {
 			": what it records may not be enough to go on from", false)
 	}
 	if cp.PendingMutation != nil {
-		resp.PendingMutation = &pendingMutation{PendingMutation: cp.PendingMutation, Outcome: "outcome_unknown"}
-		resp.add(reasonPendingUnknown, pendingExplanation(cp.PendingMutation), false)
+		ans := a.resolveMutation(r.Context(), sess, cp)
+		resp.PendingMutation = &pendingMutation{PendingMutation: cp.PendingMutation, MutationAnswer: ans}
+		resp.add(pendingReason(ans.Outcome), pendingExplanation(cp.PendingMutation, ans), false)
 	}
 	resp.Resumable = sess.State == checkpointd.SessionActive && cp.Validity == checkpointd.ValidityValid
 	return writeJSON(w, http.StatusOK, resp)

@@ -67,7 +67,7 @@ func TestWriteAndReadCheckpoints(t *testing.T) {
 
 		res := h.do("GET", path+"/resume", h.agent, nil).expect(t, 200, "")
 		if res.get("resumable") != false || res.str("validity") != "lease_lost" || res.num("checkpoint", "seq") != 2 ||
-			res.str("pending_mutation", "outcome") != "outcome_unknown" {
+			res.str("pending_mutation", "outcome") != "unknown" || !strings.Contains(res.str("pending_mutation", "reason"), "no forge") {
 			t.Fatalf("resume: %s", res.raw)
 		}
 		if got := fmt.Sprint(res.get("reasons")); !strings.Contains(got, "lease_lost") || !strings.Contains(got, "incomplete") || !strings.Contains(got, "pending_mutation_outcome_unknown") {

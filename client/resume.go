@@ -7,12 +7,13 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// PendingMutation is a resume's pending mutation: Outcome is always
-// "outcome_unknown": check the mutation by its idempotency key before
-// acting again.
+// PendingMutation is a resume's pending mutation with the forge's answer
+// about it (DESIGN §17): Outcome done (do not do it again), not_done (do
+// it, with the same idempotency key and its marker), or unknown (check it
+// yourself by its idempotency key before acting again); Reason says why.
 type PendingMutation struct {
 	checkpointd.PendingMutation
-	Outcome string `json:"outcome"`
+	checkpointd.MutationAnswer
 }
 
 // Explanation is one resume reason: the stable word to match on, and what

@@ -127,7 +127,7 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
 		description: "Before acting on a session you did not just create (after a restart, a crash, or when told the state changed), read the verdict on its latest checkpoint. " +
 			"Continue from the checkpoint only when resumable is true. Otherwise act on each entry of explanations: stale means the branch moved (fetch and re-check before writing); " +
 			"lease_lost means re-acquire leases; unverified means the daemon has no evidence yet (treat the checkpoint as a hint, verify the branch yourself); invalidated means the PR or branch is gone (end the session). " +
-			"A pending_mutation comes back with outcome outcome_unknown: check whether that mutation happened (by its idempotency key, on the forge) before doing it again. " +
+			"A pending_mutation comes back with the forge's answer: outcome done (do not do it again), not_done (do it, with the same idempotency key) or unknown (check it yourself by its idempotency key before doing it again). " +
 			"With takeover true (and a reason) a new run supersedes the current one, whose later calls are refused: use it only when the previous run is really gone; the answer's run then carries your new run id and fencing token.",
 		input: b.objectOf(nil, map[string]any{
 			"session_id": id("the session"),
@@ -160,7 +160,7 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
 
 	b = newBundle()
 	addTool(s, toolDef{name: "checkpoint_write", title: "Write a checkpoint", idempotent: true,
-		description: "Record the durable state of your work as an immutable checkpoint: on every stage transition, before any mutation of the forge (put it in pending_mutation with its idempotency key), after it, and at once when told a drain started. " +
+		description: "Record the durable state of your work as an immutable checkpoint: on every stage transition, before any mutation of the forge (put it in pending_mutation with its idempotency key, and the marker <!-- checkpointd:KEY --> in the comment or review you post), after it, and at once when told a drain started. " +
 			"The checkpoint is the published checkpoint document (schema_version 1) with your run_id and fencing_token; fill stage, target, workspace (branch, head), leases, last_action, next_action, evidence, blocker and recovery so a new run can continue without you. " +
 			"Secrets are redacted before storage. The answer says whether the checkpoint is complete (missing lists what a resume would lack) and its validity. " +
 			"Retrying with the same idempotency_key never writes twice. Refused with run_superseded when another run took over: stop working then.",

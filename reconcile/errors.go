@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/metrics"
@@ -116,6 +117,24 @@ func (f countedForge) Branch(owner, repo, branch string) (RefAnswer, error) {
 func (f countedForge) PullRequest(owner, repo string, number int64) (RefAnswer, error) {
 	a, err := f.Forge.PullRequest(owner, repo, number)
 	f.m.ForgeCall(callOutcome(err, a.Gone))
+	return a, err
+}
+
+func (f countedForge) PullFromBranch(owner, repo, branch string) (Found, error) {
+	a, err := f.Forge.PullFromBranch(owner, repo, branch)
+	f.m.ForgeCall(callOutcome(err, false))
+	return a, err
+}
+
+func (f countedForge) CommentWithMarker(owner, repo string, number int64, since time.Time, key string) (Found, error) {
+	a, err := f.Forge.CommentWithMarker(owner, repo, number, since, key)
+	f.m.ForgeCall(callOutcome(err, false))
+	return a, err
+}
+
+func (f countedForge) ReviewWithMarker(owner, repo string, pr int64, key string) (Found, error) {
+	a, err := f.Forge.ReviewWithMarker(owner, repo, pr, key)
+	f.m.ForgeCall(callOutcome(err, false))
 	return a, err
 }
 

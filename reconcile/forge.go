@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"code.gitea.io/sdk/gitea"
+	"golang.org/x/time/rate"
 
 	"github.com/checkpointd/checkpointd"
 )
@@ -30,6 +31,15 @@ type Forge interface {
 	// Repo tells whether the token can see the repository: a 404 of a
 	// branch only means the branch is gone when the repository is there.
 	Repo(owner, repo string) (RepoAnswer, error)
+	// PullFromBranch finds a pull request, open or closed, whose head is
+	// branch of the same repository (forge_lists.go).
+	PullFromBranch(owner, repo, branch string) (Found, error)
+	// CommentWithMarker finds a comment on issue or pull request number,
+	// updated since, whose body carries the marker of key.
+	CommentWithMarker(owner, repo string, number int64, since time.Time, key string) (Found, error)
+	// ReviewWithMarker finds a review of pull request pr whose body
+	// carries the marker of key.
+	ReviewWithMarker(owner, repo string, pr int64, key string) (Found, error)
 	// Calls is how many HTTP requests this client made.
 	Calls() int
 }
@@ -93,9 +103,12 @@ type ForgeFactory func(ctx context.Context, callTimeout time.Duration) (Forge, e
 func Gitea(baseURL, token string) ForgeFactory {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 8
+	// One budget for everything that asks this forge: reconcile passes and
+	// the answers about pending mutations.
+	limiter := rate.NewLimiter(forgeRate, forgeBurst)
 	return func(ctx context.Context, callTimeout time.Duration) (Forge, error) {
 		g := &giteaForge{}
-		hc := &http.Client{Timeout: callTimeout, Transport: countingTransport{transport, &g.calls},
+		hc := &http.Client{Timeout: callTimeout, Transport: countingTransport{limitedTransport{transport, limiter}, &g.calls},
 			CheckRedirect: func(_ *http.Request, via []*http.Request) error {
 				if len(via) >= 5 {
 					return errors.New("too many redirects")
@@ -238,6 +251,29 @@ func answeredAs(resp *gitea.Response) string {
 		return ""
 	}
 	return parts[0] + "/" + parts[1]
+}
+
+// forgeRate and forgeBurst bound the requests a daemon sends its forge,
+// whoever asks: well under what Gitea's and Forgejo's own rate limiters
+// allow by default, well over what a reconcile pass of thousands of refs
+// needs to finish within its interval.
+const (
+	forgeRate  = rate.Limit(50)
+	forgeBurst = 50
+)
+
+// limitedTransport waits for the forge's budget before each request; a
+// request whose context ends first is not sent.
+type limitedTransport struct {
+	base    http.RoundTripper
+	limiter *rate.Limiter
+}
+
+func (t limitedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := t.limiter.Wait(r.Context()); err != nil {
+		return nil, err
+	}
+	return t.base.RoundTrip(r)
 }
 
 // countingTransport counts the HTTP requests of one pass, redirects and

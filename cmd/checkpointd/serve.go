@@ -24,6 +24,7 @@ import (
 	"github.com/checkpointd/checkpointd/lease"
 	"github.com/checkpointd/checkpointd/mcp"
 	"github.com/checkpointd/checkpointd/metrics"
+	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
 	"github.com/checkpointd/checkpointd/ui"
 	"github.com/checkpointd/checkpointd/webhook"
@@ -222,6 +223,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		Webhook:          &webhook.Handler{Verifier: verifier, Store: s, Log: log, Metrics: m, Errors: errs},
 		MaxDocumentBytes: c.Int64("max-document-bytes"), Logger: log, Reconciler: reconciler,
 		Verifier: reconciler, Metrics: m, Errors: errs,
+		Mutations: &reconcile.Resolver{Forge: reconciler.Forge, Metrics: m},
 		Evidence: checkpointd.EvidenceSources{Webhooks: len(verifier.Secrets) > 0 || verifier.AllowUnsigned,
 			Forge: reconciler.Forge != nil},
 		WatchStop: watchStop, WatchBacklog: watchBacklog(retention.EventAge),

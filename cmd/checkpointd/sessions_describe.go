@@ -171,7 +171,7 @@ func printResume(row func(k, v string), s *checkpointd.Session, d *decoded) {
 			row("", "- "+e.Reason+": "+e.Explanation)
 		}
 		if p := r.PendingMutation; p != nil {
-			row("pending", pendingMutation(p.Kind, p.Target, p.IdempotencyKey, p.Summary, p.Outcome))
+			row("pending", pendingMutation(p.Kind, p.Target, p.IdempotencyKey, p.Summary, p.MutationAnswer))
 		}
 		return
 	}
@@ -188,11 +188,12 @@ func printResume(row func(k, v string), s *checkpointd.Session, d *decoded) {
 	}
 	if d.checkpoint != nil && d.checkpoint.PendingMutation != nil {
 		p := d.checkpoint.PendingMutation
-		row("pending", pendingMutation(p.Kind, p.Target, p.IdempotencyKey, p.Summary, "outcome_unknown"))
+		row("pending", pendingMutation(p.Kind, p.Target, p.IdempotencyKey, p.Summary,
+			checkpointd.MutationAnswer{Outcome: checkpointd.MutationUnknown, Reason: "the resume answer was not read"}))
 	}
 }
 
-func pendingMutation(kind, target, key, summary, outcome string) string {
+func pendingMutation(kind, target, key, summary string, ans checkpointd.MutationAnswer) string {
 	v := kind
 	if target != "" {
 		v += " on " + target
@@ -200,8 +201,16 @@ func pendingMutation(kind, target, key, summary, outcome string) string {
 	if summary != "" {
 		v += ": " + summary
 	}
-	v += " — " + outcome
-	if key != "" {
+	v += " — " + string(ans.Outcome)
+	if ans.Reason != "" {
+		v += " (" + ans.Reason + ")"
+	}
+	switch {
+	case ans.Outcome == checkpointd.MutationDone:
+		v += "; do not do it again"
+	case ans.Outcome == checkpointd.MutationNotDone:
+		v += "; do it, with the same idempotency key"
+	case key != "":
 		v += "; check it by its idempotency key " + key + " before acting again"
 	}
 	return v

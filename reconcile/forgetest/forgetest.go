@@ -5,14 +5,18 @@
 package forgetest
 
 import (
+	"cmp"
 	"embed"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 //go:embed testdata/*.json
@@ -27,11 +31,21 @@ type Pull struct {
 	HeadSHA string
 }
 
+// Comment is a comment on an issue or pull request, or a review of a
+// pull request, as the fake serves it.
+type Comment struct {
+	ID      int64
+	Body    string
+	Updated time.Time
+}
+
 type repo struct {
 	id       int64
 	fullName string
 	branches map[string]string // name → head
 	pulls    map[int64]Pull
+	comments map[int64][]Comment // issue or PR number → comments, oldest first
+	reviews  map[int64][]Comment // PR number → reviews, oldest first
 }
 
 // Server is the fake forge. Configure it with AddRepo, SetBranch, SetPull,
@@ -57,6 +71,9 @@ func New(t testing.TB) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/branches/{branch...}", s.branch)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/pulls/{index}", s.pull)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/pulls", s.pulls)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/pulls/{index}/reviews", s.listReviews)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/issues/{index}/comments", s.listComments)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}", s.repo)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
@@ -87,7 +104,8 @@ func New(t testing.TB) *Server {
 func (s *Server) AddRepo(id int64, fullName string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.repos[strings.ToLower(fullName)] = &repo{id: id, fullName: fullName, branches: map[string]string{}, pulls: map[int64]Pull{}}
+	s.repos[strings.ToLower(fullName)] = &repo{id: id, fullName: fullName, branches: map[string]string{}, pulls: map[int64]Pull{},
+		comments: map[int64][]Comment{}, reviews: map[int64][]Comment{}}
 }
 
 // SetBranch points a branch of repository name at head, creating it if needed.
@@ -102,6 +120,16 @@ func (s *Server) DeleteBranch(name, branch string) {
 
 // SetPull creates or replaces a pull request of repository name.
 func (s *Server) SetPull(name string, p Pull) { s.with(name, func(r *repo) { r.pulls[p.Number] = p }) }
+
+// AddComment adds a comment to issue or pull request number.
+func (s *Server) AddComment(name string, number int64, c Comment) {
+	s.with(name, func(r *repo) { r.comments[number] = append(r.comments[number], c) })
+}
+
+// AddReview adds a review to pull request number.
+func (s *Server) AddReview(name string, number int64, c Comment) {
+	s.with(name, func(r *repo) { r.reviews[number] = append(r.reviews[number], c) })
+}
 
 // Rename renames a repository, keeping its id; the old name redirects (301)
 // to the new one, as Gitea's RedirectToRepo does.
@@ -194,13 +222,8 @@ func (s *Server) lookup(w http.ResponseWriter, req *http.Request) (repo, bool) {
 		return repo{}, false
 	}
 	cp := *r
-	cp.branches, cp.pulls = map[string]string{}, map[int64]Pull{}
-	for k, v := range r.branches {
-		cp.branches[k] = v
-	}
-	for k, v := range r.pulls {
-		cp.pulls[k] = v
-	}
+	cp.branches, cp.pulls = maps.Clone(r.branches), maps.Clone(r.pulls)
+	cp.comments, cp.reviews = maps.Clone(r.comments), maps.Clone(r.reviews)
 	return cp, true
 }
 
@@ -230,6 +253,90 @@ func (s *Server) pull(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, pullJSON(s.URL, r, p))
+}
+
+// page is Gitea's paging of a list: ?page= from 1, ?limit= (default 30,
+// at most 50, as Gitea's MAX_RESPONSE_ITEMS).
+func page[T any](req *http.Request, all []T) []T {
+	n, _ := strconv.Atoi(req.URL.Query().Get("page"))
+	limit, _ := strconv.Atoi(req.URL.Query().Get("limit"))
+	n, limit = max(n, 1), min(max(limit, 0), 50)
+	if limit == 0 {
+		limit = 30
+	}
+	from := min((n-1)*limit, len(all))
+	return all[from:min(from+limit, len(all))]
+}
+
+// pulls lists pull requests, most recently updated first (?sort=
+// recentupdate; the fake keeps no update times and lists by number,
+// newest first), filtered by ?state= open, closed or all (default open).
+func (s *Server) pulls(w http.ResponseWriter, req *http.Request) {
+	r, ok := s.lookup(w, req)
+	if !ok {
+		return
+	}
+	state := req.URL.Query().Get("state")
+	numbers := slices.Sorted(maps.Keys(r.pulls))
+	slices.Reverse(numbers)
+	out := []map[string]any{}
+	var all []Pull
+	for _, n := range numbers {
+		if p := r.pulls[n]; state == "all" || p.State == cmp.Or(state, "open") {
+			all = append(all, p)
+		}
+	}
+	for _, p := range page(req, all) {
+		out = append(out, pullJSON(s.URL, r, p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listComments lists an issue's or pull request's comments, oldest first,
+// those updated at or after ?since= only.
+func (s *Server) listComments(w http.ResponseWriter, req *http.Request) {
+	r, ok := s.lookup(w, req)
+	if !ok {
+		return
+	}
+	n, _ := strconv.ParseInt(req.PathValue("index"), 10, 64)
+	if _, isPull := r.pulls[n]; !isPull && r.comments[n] == nil {
+		notFound(w)
+		return
+	}
+	var since time.Time
+	if v := req.URL.Query().Get("since"); v != "" {
+		since, _ = time.Parse(time.RFC3339, v)
+	}
+	var all []Comment
+	for _, c := range r.comments[n] {
+		if !c.Updated.Before(since) {
+			all = append(all, c)
+		}
+	}
+	out := []map[string]any{}
+	for _, c := range page(req, all) {
+		out = append(out, commentJSON(s.URL, r, n, c))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listReviews lists a pull request's reviews, oldest first.
+func (s *Server) listReviews(w http.ResponseWriter, req *http.Request) {
+	r, ok := s.lookup(w, req)
+	if !ok {
+		return
+	}
+	n, _ := strconv.ParseInt(req.PathValue("index"), 10, 64)
+	if _, isPull := r.pulls[n]; !isPull {
+		notFound(w)
+		return
+	}
+	out := []map[string]any{}
+	for _, c := range page(req, r.reviews[n]) {
+		out = append(out, reviewJSON(s.URL, r, n, c))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) repo(w http.ResponseWriter, req *http.Request) {

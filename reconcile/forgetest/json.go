@@ -3,6 +3,7 @@ package forgetest
 import (
 	"encoding/json"
 	"strings"
+	"time"
 )
 
 // template decodes one of the captured Gitea objects afresh.
@@ -64,6 +65,31 @@ func pullJSON(base string, r repo, p Pull) map[string]any {
 	baseRef["repo_id"], baseRef["repo"] = r.id, repoJSON(base, r)
 	return m
 }
+
+// commentJSON is a comment as GET /repos/{owner}/{name}/issues/{n}/comments
+// returns it. No delivery captured one, so it is built with the fields of
+// Gitea 1.25's swagger definition "Comment", as the SDK reads them.
+func commentJSON(base string, r repo, number int64, c Comment) map[string]any {
+	html := base + "/" + r.fullName + "/issues/" + itoa(number) + "#issuecomment-" + itoa(c.ID)
+	at := c.Updated.UTC().Format(time.RFC3339)
+	return map[string]any{"id": c.ID, "html_url": html, "pull_request_url": "", "issue_url": base + "/" + r.fullName + "/issues/" + itoa(number),
+		"user": userJSON(), "original_author": "", "original_author_id": 0, "body": c.Body, "assets": []any{},
+		"created_at": at, "updated_at": at}
+}
+
+// reviewJSON is a review as GET /repos/{owner}/{name}/pulls/{n}/reviews
+// returns it, with the fields of the swagger definition "PullReview".
+func reviewJSON(base string, r repo, number int64, c Comment) map[string]any {
+	pull := base + "/" + r.fullName + "/pulls/" + itoa(number)
+	return map[string]any{"id": c.ID, "user": userJSON(), "team": nil, "state": "COMMENT", "body": c.Body,
+		"commit_id": "", "stale": false, "official": false, "dismissed": false, "comments_count": 0,
+		"submitted_at": c.Updated.UTC().Format(time.RFC3339), "updated_at": c.Updated.UTC().Format(time.RFC3339),
+		"html_url": pull + "#issuecomment-" + itoa(c.ID), "pull_request_url": pull}
+}
+
+// userJSON is the poster of comments and reviews: the owner of the
+// captured pull request.
+func userJSON() map[string]any { return template("pull.json")["user"].(map[string]any) }
 
 func itoa(n int64) string {
 	b, _ := json.Marshal(n)
