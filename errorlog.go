@@ -22,10 +22,13 @@ const (
 	// ErrorSourceWebhook is a webhook delivery that was refused: bad or
 	// missing signature, malformed, wrong shape, too large.
 	ErrorSourceWebhook ErrorSource = "webhook"
+	// ErrorSourceForgeStatus is a commit status the forge refused or could
+	// not take after its retries (--forge-status).
+	ErrorSourceForgeStatus ErrorSource = "forge_status"
 )
 
 // ErrorSources are every source, in a fixed order.
-var ErrorSources = []ErrorSource{ErrorSourceCheckpointWrite, ErrorSourceReconcile, ErrorSourceWebhook}
+var ErrorSources = []ErrorSource{ErrorSourceCheckpointWrite, ErrorSourceReconcile, ErrorSourceWebhook, ErrorSourceForgeStatus}
 
 // Valid reports whether s is a known source.
 func (s ErrorSource) Valid() bool {

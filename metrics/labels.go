@@ -44,8 +44,13 @@ var leaseEvents = []string{"acquired", "renewed", "released", "expired", "moved"
 
 var forgeOutcomes = []string{"ok", "not_found", "rate_limited", "server_error", "client_error", "timeout", "unreachable", "error"}
 
-var errorSources = []string{string(checkpointd.ErrorSourceCheckpointWrite), string(checkpointd.ErrorSourceReconcile),
-	string(checkpointd.ErrorSourceWebhook)}
+var errorSources = func() []string {
+	out := make([]string, len(checkpointd.ErrorSources))
+	for i, s := range checkpointd.ErrorSources {
+		out[i] = string(s)
+	}
+	return out
+}()
 
 var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 

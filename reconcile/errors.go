@@ -138,6 +138,12 @@ func (f countedForge) ReviewWithMarker(owner, repo string, pr int64, key string)
 	return a, err
 }
 
+func (f countedForge) PostStatus(owner, repo, sha string, st StatusPost) error {
+	err := f.Forge.PostStatus(owner, repo, sha, st)
+	f.m.ForgeCall(callOutcome(err, false))
+	return err
+}
+
 func (f countedForge) Repo(owner, repo string) (RepoAnswer, error) {
 	a, err := f.Forge.Repo(owner, repo)
 	f.m.ForgeCall(callOutcome(err, err == nil && !a.Exists))

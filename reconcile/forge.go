@@ -40,8 +40,15 @@ type Forge interface {
 	// ReviewWithMarker finds a review of pull request pr whose body
 	// carries the marker of key.
 	ReviewWithMarker(owner, repo string, pr int64, key string) (Found, error)
+	// PostStatus sets the commit status context on commit sha.
+	PostStatus(owner, repo, sha string, st StatusPost) error
 	// Calls is how many HTTP requests this client made.
 	Calls() int
+}
+
+// StatusPost is a commit status to set.
+type StatusPost struct {
+	Context, State, Description, TargetURL string
 }
 
 // RefAnswer is what the forge said about one ref.
@@ -186,6 +193,15 @@ func (g *giteaForge) Repo(owner, repo string) (RepoAnswer, error) {
 		return RepoAnswer{}, forgeError(resp, err)
 	}
 	return RepoAnswer{Exists: true, ID: r.ID, FullName: r.FullName}, nil
+}
+
+func (g *giteaForge) PostStatus(owner, repo, sha string, st StatusPost) error {
+	_, resp, err := g.c.CreateStatus(owner, repo, sha, gitea.CreateStatusOption{State: gitea.StatusState(st.State),
+		TargetURL: st.TargetURL, Description: st.Description, Context: st.Context})
+	if err != nil {
+		return forgeError(resp, err)
+	}
+	return nil
 }
 
 // validSHA accepts a full SHA-1 or SHA-256 object id: anything else in a

@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/checkpointd/checkpointd/forgestatus"
 	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
 )
@@ -30,9 +31,36 @@ func reconcileServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
 			Usage: "Gitea/Forgejo access token that can read the sessions' repositories (scope read:repository); empty for public repositories only"},
 		&cli.DurationFlag{Name: "reconcile-interval", Value: 5 * time.Minute, Sources: from("CHECKPOINTD_RECONCILE_INTERVAL"),
 			Usage: "time between reconcile passes; the first runs at start, in the background"},
+		&cli.BoolFlag{Name: "forge-status", Sources: from("CHECKPOINTD_FORGE_STATUS"),
+			Usage: "set the commit status checkpointd/session on each session's branch heads (success, pending, failure: docs/gitea-setup.md); needs --gitea-url and a --gitea-token that may write statuses (write:repository)"},
+		&cli.StringFlag{Name: "console-url", Sources: from("CHECKPOINTD_CONSOLE_URL"),
+			Usage: "the console's external base URL (https://checkpointd.example.com): commit statuses link to the session's page there"},
 		&cli.StringSliceFlag{Name: "worktree-root", Sources: from("CHECKPOINTD_WORKTREE_ROOT"),
 			Usage: "absolute directory under which sessions' recorded worktrees are compared (their HEAD, read from the repository's files; no program is run); repeatable, or comma-separated. None: worktrees are never looked at"},
 	}
+}
+
+// statusesFrom reads --forge-status and --console-url: nil when statuses
+// are off. Statuses need a forge to set them on: without --gitea-url the
+// start is refused rather than the flag quietly doing nothing.
+func statusesFrom(c *cli.Command, r *reconcile.Reconciler, log *slog.Logger) (*forgestatus.Publisher, error) {
+	consoleURL := strings.TrimSpace(c.String("console-url"))
+	if consoleURL != "" {
+		u, err := url.Parse(consoleURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("--console-url %q: want http(s)://host[:port][/path], without credentials, query or fragment", consoleURL)
+		}
+	}
+	if !c.Bool("forge-status") {
+		return nil, nil
+	}
+	if r.Forge == nil {
+		return nil, errors.New("--forge-status needs a forge to set statuses on: set --gitea-url (and a --gitea-token that may write statuses)")
+	}
+	if consoleURL == "" {
+		log.Warn("forge statuses: no --console-url set; statuses will not link to the console")
+	}
+	return &forgestatus.Publisher{Forge: r.Forge, ConsoleURL: consoleURL, Log: log}, nil
 }
 
 // worktreeRootsFrom reads --worktree-root: absolute directories that

@@ -309,6 +309,10 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
 	workers.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
+	if p := cfg.statuses; p != nil {
+		p.Store, p.Errors = s, errs
+		workers.Go(func() error { return s.RunExclusive(gctx, workForgeStatus, p.Publish) })
+	}
 	if retentionEvery > 0 {
 		workers.Go(func() error {
 			return s.RunExclusive(gctx, workRetention, func(ctx context.Context) error {
@@ -371,6 +375,7 @@ const (
 	workLeaseExpiry = "lease-expiry"
 	workReconcile   = "reconcile"
 	workRetention   = "retention"
+	workForgeStatus = "forge-status"
 	// workRunLiveness records run.unresponsive events for the change feed.
 	workRunLiveness = "run-liveness"
 )

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/forgestatus"
 	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
 )
@@ -18,8 +19,11 @@ import (
 // every part checked before serve creates anything: a start refused for
 // a flag leaves no database, key, token or lock file behind.
 type serveConfig struct {
-	workflow       checkpointd.Workflow
-	reconciler     *reconcile.Reconciler // without its Store, opened later
+	workflow   checkpointd.Workflow
+	reconciler *reconcile.Reconciler // without its Store, opened later
+	// statuses, when --forge-status, sets commit statuses (its Store
+	// set later).
+	statuses       *forgestatus.Publisher
 	retention      store.Retention
 	retentionEvery time.Duration
 	keySource      keySource
@@ -80,6 +84,9 @@ func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logge
 		return nil, err
 	}
 	if cfg.reconciler, err = reconcilerFrom(c, nil, log); err != nil {
+		return nil, err
+	}
+	if cfg.statuses, err = statusesFrom(c, cfg.reconciler, log); err != nil {
 		return nil, err
 	}
 	cfg.keySource = keySourceFrom(c, getenv)

@@ -48,6 +48,11 @@ type repo struct {
 	reviews  map[int64][]Comment // PR number → reviews, oldest first
 }
 
+// CommitStatus is a commit status as a client set it.
+type CommitStatus struct {
+	State, Description, TargetURL, Context string
+}
+
 // Server is the fake forge. Configure it with AddRepo, SetBranch, SetPull,
 // DeleteBranch and Rename; Intercept answers requests before it does.
 type Server struct {
@@ -63,11 +68,12 @@ type Server struct {
 	inFlight  int
 	maxFlight int
 	intercept func(w http.ResponseWriter, r *http.Request) bool
+	statuses  map[string][]CommitStatus // lower(full name)@sha → statuses set, oldest first
 }
 
 // New starts a fake forge that stops when t ends.
 func New(t testing.TB) *Server {
-	s := &Server{repos: map[string]*repo{}, moved: map[string]string{}}
+	s := &Server{repos: map[string]*repo{}, moved: map[string]string{}, statuses: map[string][]CommitStatus{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/branches/{branch...}", s.branch)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/pulls/{index}", s.pull)
@@ -75,6 +81,7 @@ func New(t testing.TB) *Server {
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/pulls/{index}/reviews", s.listReviews)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/issues/{index}/comments", s.listComments)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}", s.repo)
+	mux.HandleFunc("POST /api/v1/repos/{owner}/{name}/statuses/{sha}", s.createStatus)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.paths = append(s.paths, r.URL.Path)
@@ -129,6 +136,14 @@ func (s *Server) AddComment(name string, number int64, c Comment) {
 // AddReview adds a review to pull request number.
 func (s *Server) AddReview(name string, number int64, c Comment) {
 	s.with(name, func(r *repo) { r.reviews[number] = append(r.reviews[number], c) })
+}
+
+// Statuses are the commit statuses set on sha of repository name, oldest
+// first.
+func (s *Server) Statuses(name, sha string) []CommitStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.statuses[strings.ToLower(name)+"@"+strings.ToLower(sha)])
 }
 
 // Rename renames a repository, keeping its id; the old name redirects (301)
@@ -337,6 +352,38 @@ func (s *Server) listReviews(w http.ResponseWriter, req *http.Request) {
 		out = append(out, reviewJSON(s.URL, r, n, c))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// createStatus sets a commit status, as Gitea does: 201 with the status,
+// 422 for a state it does not know.
+func (s *Server) createStatus(w http.ResponseWriter, req *http.Request) {
+	r, ok := s.lookup(w, req)
+	if !ok {
+		return
+	}
+	var in struct {
+		State       string `json:"state"`
+		TargetURL   string `json:"target_url"`
+		Description string `json:"description"`
+		Context     string `json:"context"`
+	}
+	if err := json.NewDecoder(req.Body).Decode(&in); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": err.Error(), "url": s.URL + "/api/swagger"})
+		return
+	}
+	switch in.State {
+	case "pending", "success", "error", "failure", "warning":
+	default:
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "invalid state", "url": s.URL + "/api/swagger"})
+		return
+	}
+	sha := req.PathValue("sha")
+	s.mu.Lock()
+	key := strings.ToLower(r.fullName) + "@" + strings.ToLower(sha)
+	s.statuses[key] = append(s.statuses[key], CommitStatus{State: in.State, Description: in.Description, TargetURL: in.TargetURL, Context: in.Context})
+	id := int64(len(s.statuses[key]))
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, statusJSON(s.URL, r, sha, id, in.State, in.Description, in.TargetURL, in.Context))
 }
 
 func (s *Server) repo(w http.ResponseWriter, req *http.Request) {

@@ -87,6 +87,15 @@ func reviewJSON(base string, r repo, number int64, c Comment) map[string]any {
 		"html_url": pull + "#issuecomment-" + itoa(c.ID), "pull_request_url": pull}
 }
 
+// statusJSON is a commit status as POST /repos/{owner}/{name}/statuses/{sha}
+// answers it, with the fields of the swagger definition "CommitStatus".
+func statusJSON(base string, r repo, sha string, id int64, state, description, targetURL, context string) map[string]any {
+	at := time.Now().UTC().Format(time.RFC3339)
+	return map[string]any{"id": id, "status": state, "target_url": targetURL, "description": description,
+		"url": base + "/api/v1/repos/" + r.fullName + "/statuses/" + sha, "context": context, "creator": userJSON(),
+		"created_at": at, "updated_at": at}
+}
+
 // userJSON is the poster of comments and reviews: the owner of the
 // captured pull request.
 func userJSON() map[string]any { return template("pull.json")["user"].(map[string]any) }
