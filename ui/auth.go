@@ -23,7 +23,15 @@ func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
 		return
 	}
-	c.render(w, r, http.StatusOK, "login", view{Title: "Sign in"})
+	c.render(w, r, http.StatusOK, "login", c.loginView(""))
+}
+
+// loginData says what the sign-in page offers besides pasting a token.
+type loginData struct{ OAuth bool }
+
+// loginView is the sign-in page, with msg as its error.
+func (c *console) loginView(msg string) view {
+	return view{Title: "Sign in", Error: msg, Data: loginData{OAuth: c.OAuth != nil}}
 }
 
 // login checks the pasted token once and starts a console session for it.
@@ -35,7 +43,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	fail := func(status int, msg string) {
-		c.render(w, r, status, "login", view{Title: "Sign in", Error: msg})
+		c.render(w, r, status, "login", c.loginView(msg))
 	}
 	if token == "" {
 		fail(http.StatusUnprocessableEntity, "Paste a reader or operator token.")
@@ -66,6 +74,7 @@ func (c *console) logout(w http.ResponseWriter, r *http.Request) {
 		c.sessions.end(ck.Value)
 	}
 	clearCookie(w)
+	c.Logger.InfoContext(r.Context(), "console sign-out")
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 
@@ -80,13 +89,20 @@ func clearCookie(w http.ResponseWriter) {
 func (c *console) signedIn(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var s *consoleSession
+		var id string
 		if ck, err := r.Cookie(cookieName); err == nil {
-			s = c.sessions.get(ck.Value)
+			id, s = ck.Value, c.sessions.get(ck.Value)
 		}
 		if s == nil {
 			clearCookie(w)
 			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 			return
+		}
+		if c.OAuth != nil {
+			var ok bool
+			if s, ok = c.recheck(w, r, id, s); !ok {
+				return
+			}
 		}
 		if r.Method == http.MethodPost && (!sameOrigin(r) || !s.validCSRF(r)) {
 			c.renderError(w, r, s, http.StatusForbidden, "this form's security token is missing or wrong (CSRF): reload the page and try again")

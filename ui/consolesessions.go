@@ -24,6 +24,8 @@ type consoleSession struct {
 	principal checkpointd.Principal
 	csrf      string
 	lastUsed  time.Time
+	// forge is set for a person signed in with the forge (oauth.go).
+	forge *forgeGrant
 }
 
 // operator says whether the session may act (and sees action buttons).
@@ -38,10 +40,19 @@ type sessions struct {
 	m    map[[32]byte]*consoleSession
 	idle time.Duration
 	now  func() time.Time
+	// ended is told of every session that ends (signed out, idle, ended
+	// by the forge), outside the lock: a minted token is revoked.
+	ended func(*consoleSession)
 }
 
-func newSessions(idle time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[[32]byte]*consoleSession{}, idle: idle, now: now}
+func newSessions(idle time.Duration, now func() time.Time, ended func(*consoleSession)) *sessions {
+	return &sessions{m: map[[32]byte]*consoleSession{}, idle: idle, now: now, ended: ended}
+}
+
+func (ss *sessions) tell(s *consoleSession) {
+	if s != nil && ss.ended != nil {
+		ss.ended(s)
+	}
 }
 
 func randomString() string {
@@ -55,10 +66,29 @@ func (ss *sessions) create(token string, p checkpointd.Principal) (string, *cons
 	id := randomString()
 	s := &consoleSession{token: token, principal: p, csrf: randomString(), lastUsed: ss.now()}
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.sweep()
+	gone := ss.sweep()
 	ss.m[sha256.Sum256([]byte(id))] = s
+	ss.mu.Unlock()
+	for _, g := range gone {
+		ss.tell(g)
+	}
 	return id, s
+}
+
+// replace puts a copy of the session of cookie value id with a new token
+// and principal in its place (the forge changed what the person may do)
+// and returns it; requests under way keep the old copy.
+func (ss *sessions) replace(id, token string, p checkpointd.Principal) *consoleSession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	k := sha256.Sum256([]byte(id))
+	old := ss.m[k]
+	if old == nil {
+		return nil
+	}
+	s := &consoleSession{token: token, principal: p, csrf: old.csrf, lastUsed: old.lastUsed, forge: old.forge}
+	ss.m[k] = s
+	return s
 }
 
 // get returns the live session of a cookie value, or nil.
@@ -68,35 +98,44 @@ func (ss *sessions) get(id string) *consoleSession {
 	}
 	k := sha256.Sum256([]byte(id))
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
 	s := ss.m[k]
 	if s == nil {
+		ss.mu.Unlock()
 		return nil
 	}
 	now := ss.now()
 	if now.Sub(s.lastUsed) > ss.idle {
 		delete(ss.m, k)
+		ss.mu.Unlock()
+		ss.tell(s)
 		return nil
 	}
 	s.lastUsed = now
+	ss.mu.Unlock()
 	return s
 }
 
 // end forgets a session (sign out; a token the API no longer accepts).
 func (ss *sessions) end(id string) {
+	k := sha256.Sum256([]byte(id))
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, sha256.Sum256([]byte(id)))
+	s := ss.m[k]
+	delete(ss.m, k)
+	ss.mu.Unlock()
+	ss.tell(s)
 }
 
-// sweep drops idle sessions; the caller holds mu.
-func (ss *sessions) sweep() {
+// sweep drops idle sessions and returns them; the caller holds mu.
+func (ss *sessions) sweep() []*consoleSession {
 	now := ss.now()
+	var gone []*consoleSession
 	for k, s := range ss.m {
 		if now.Sub(s.lastUsed) > ss.idle {
 			delete(ss.m, k)
+			gone = append(gone, s)
 		}
 	}
+	return gone
 }
 
 // validCSRF compares a form's token with the session's in constant time.

@@ -22,6 +22,8 @@ type view struct {
 	// the request.
 	Flash string
 	Data  any
+	// Refresh, when set, is a same-origin path the page moves on to.
+	Refresh string
 }
 
 // CSRF is the token every form of the page carries.
@@ -125,7 +127,7 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, status int, nam
 
 // parsePages parses each page with the layout.
 func parsePages() map[string]*template.Template {
-	names := []string{"login", "error", "fleet", "session", "confirm", "drain", "leases", "errors", "reconcile"}
+	names := []string{"login", "signedin", "error", "fleet", "session", "confirm", "drain", "leases", "errors", "reconcile"}
 	out := map[string]*template.Template{}
 	for _, n := range names {
 		out[n] = template.Must(template.New(n).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html", "templates/"+n+".html"))

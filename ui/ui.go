@@ -46,12 +46,15 @@ type Deps struct {
 	Logger      *slog.Logger
 	// Now is the clock of ages and idle timeouts (default time.Now).
 	Now func() time.Time
+	// OAuth, when set, offers "Sign in with Gitea" (oauth.go).
+	OAuth *OAuth
 }
 
 type console struct {
 	Deps
 	pages    map[string]*template.Template
 	sessions *sessions
+	flows    pendingFlows
 }
 
 // New returns the console's handler; mount it at /ui/ (it serves paths
@@ -66,7 +69,12 @@ func New(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &console{Deps: d, pages: parsePages(), sessions: newSessions(d.IdleTimeout, d.Now)}
+	c := &console{Deps: d, pages: parsePages()}
+	c.sessions = newSessions(d.IdleTimeout, d.Now, func(s *consoleSession) {
+		if s.forge != nil {
+			c.revoke(s.forge.tokenID)
+		}
+	})
 	r := chi.NewRouter()
 	r.Use(securityHeaders)
 	static, _ := fs.Sub(staticFiles, "static")
@@ -74,6 +82,10 @@ func New(d Deps) http.Handler {
 	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
 	r.Get("/ui/login", c.loginPage)
 	r.Post("/ui/login", c.login)
+	if d.OAuth != nil {
+		r.Get("/ui/login/oauth", c.startOAuth)
+		r.Get("/ui/login/oauth/callback", c.oauthCallback)
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(c.signedIn)
 		r.Post("/ui/logout", c.logout)

@@ -17,9 +17,11 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/forgestatus"
 	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/ui"
 )
 
 // reconcileServeFlags configure serve's reconcile worker and its forge.
@@ -35,6 +37,14 @@ func reconcileServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
 			Usage: "set the commit status checkpointd/session on each session's branch heads (success, pending, failure: docs/gitea-setup.md); needs --gitea-url and a --gitea-token that may write statuses (write:repository)"},
 		&cli.StringFlag{Name: "console-url", Sources: from("CHECKPOINTD_CONSOLE_URL"),
 			Usage: "the console's external base URL (https://checkpointd.example.com): commit statuses link to the session's page there"},
+		&cli.StringFlag{Name: "console-oauth-client-id", Sources: from("CHECKPOINTD_CONSOLE_OAUTH_CLIENT_ID"),
+			Usage: "client ID of an OAuth2 application registered on the forge: the console offers Sign in with Gitea (docs/console.md); needs --gitea-url and --console-url"},
+		&cli.StringFlag{Name: "console-oauth-client-secret", Sources: from("CHECKPOINTD_CONSOLE_OAUTH_CLIENT_SECRET"),
+			Usage: "that application's client secret (prefer the environment variable: a flag shows in the process list)"},
+		&cli.StringSliceFlag{Name: "console-operator-teams", Sources: from("CHECKPOINTD_CONSOLE_OPERATOR_TEAMS"),
+			Usage: "forge teams (org/team, repeatable or comma-separated) whose members sign in as operators; site administrators always do"},
+		&cli.StringSliceFlag{Name: "console-reader-teams", Sources: from("CHECKPOINTD_CONSOLE_READER_TEAMS"),
+			Usage: "forge teams (org/team) whose members sign in as readers, seeing the repositories they can read on the forge"},
 		&cli.StringSliceFlag{Name: "worktree-root", Sources: from("CHECKPOINTD_WORKTREE_ROOT"),
 			Usage: "absolute directory under which sessions' recorded worktrees are compared (their HEAD, read from the repository's files; no program is run); repeatable, or comma-separated. None: worktrees are never looked at"},
 	}
@@ -43,14 +53,7 @@ func reconcileServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
 // statusesFrom reads --forge-status and --console-url: nil when statuses
 // are off. Statuses need a forge to set them on: without --gitea-url the
 // start is refused rather than the flag quietly doing nothing.
-func statusesFrom(c *cli.Command, r *reconcile.Reconciler, log *slog.Logger) (*forgestatus.Publisher, error) {
-	consoleURL := strings.TrimSpace(c.String("console-url"))
-	if consoleURL != "" {
-		u, err := url.Parse(consoleURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("--console-url %q: want http(s)://host[:port][/path], without credentials, query or fragment", consoleURL)
-		}
-	}
+func statusesFrom(c *cli.Command, r *reconcile.Reconciler, consoleURL string, log *slog.Logger) (*forgestatus.Publisher, error) {
 	if !c.Bool("forge-status") {
 		return nil, nil
 	}
@@ -61,6 +64,59 @@ func statusesFrom(c *cli.Command, r *reconcile.Reconciler, log *slog.Logger) (*f
 		log.Warn("forge statuses: no --console-url set; statuses will not link to the console")
 	}
 	return &forgestatus.Publisher{Forge: r.Forge, ConsoleURL: consoleURL, Log: log}, nil
+}
+
+// consoleURLFrom reads --console-url: the console's external base URL,
+// without a trailing slash ("" when not set).
+func consoleURLFrom(c *cli.Command) (string, error) {
+	raw := strings.TrimSpace(c.String("console-url"))
+	if raw == "" {
+		return "", nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("--console-url %q: want http(s)://host[:port][/path], without credentials, query or fragment", raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+// consoleOAuthFrom reads the console's forge sign-in: nil without
+// --console-oauth-client-id. It needs the forge (--gitea-url), the
+// console's external URL (the redirect URI is built from it) and a team
+// for someone to be admitted by; anything missing refuses the start.
+func consoleOAuthFrom(c *cli.Command, r *reconcile.Reconciler, consoleURL string) (*ui.OAuth, error) {
+	id, secret := strings.TrimSpace(c.String("console-oauth-client-id")), strings.TrimSpace(c.String("console-oauth-client-secret"))
+	if id == "" {
+		if secret != "" {
+			return nil, errors.New("--console-oauth-client-secret without --console-oauth-client-id")
+		}
+		return nil, nil
+	}
+	switch {
+	case secret == "":
+		return nil, errors.New("--console-oauth-client-id needs --console-oauth-client-secret (CHECKPOINTD_CONSOLE_OAUTH_CLIENT_SECRET)")
+	case r.ForgeURL == "":
+		return nil, errors.New("sign-in with the forge needs the forge: set --gitea-url")
+	case consoleURL == "":
+		return nil, errors.New("sign-in with the forge needs --console-url: the redirect URI registered on the forge is <console-url>/ui/login/oauth/callback")
+	}
+	o := &ui.OAuth{ClientID: id, ClientSecret: secret, ForgeURL: r.ForgeURL, ConsoleURL: consoleURL}
+	for _, f := range []struct {
+		flag string
+		dst  *[]string
+	}{{"console-operator-teams", &o.OperatorTeams}, {"console-reader-teams", &o.ReaderTeams}} {
+		for _, t := range c.StringSlice(f.flag) {
+			if t = strings.TrimSpace(t); t == "" {
+				continue
+			}
+			org, team, ok := strings.Cut(t, "/")
+			if !ok || org == "" || team == "" || strings.Contains(team, "/") {
+				return nil, fmt.Errorf("--%s %q: want org/team", f.flag, t)
+			}
+			*f.dst = append(*f.dst, t)
+		}
+	}
+	return o, nil
 }
 
 // worktreeRootsFrom reads --worktree-root: absolute directories that
@@ -215,4 +271,22 @@ func counts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// consoleOAuth completes o with the store: a person signed in with the
+// forge acts through a daemon token minted for their console session.
+func consoleOAuth(o *ui.OAuth, s *store.Store) *ui.OAuth {
+	if o == nil {
+		return nil
+	}
+	o.Mint = func(ctx context.Context, name string, role checkpointd.TokenRole, scope []string) (string, string, error) {
+		secret := checkpointd.NewTokenSecret()
+		t, err := s.CreateToken(ctx, name, role, scope, checkpointd.HashToken(secret))
+		if err != nil {
+			return "", "", err
+		}
+		return t.ID, secret, nil
+	}
+	o.Revoke = s.RevokeToken
+	return o
 }

@@ -262,7 +262,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 		mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: version(),
 			AllowedOrigins: c.StringSlice("mcp-allowed-origin")}),
 		ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: wf.Stages, ForgeURL: reconciler.ForgeURL, Logger: log,
-			SecureCookies: cfg.secureCookie}))
+			SecureCookies: cfg.secureCookie, OAuth: consoleOAuth(cfg.oauth, s)}))
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/checkpointd/checkpointd/forgestatus"
 	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/ui"
 )
 
 // serveConfig is what serve reads from its flags and the environment,
@@ -23,7 +24,10 @@ type serveConfig struct {
 	reconciler *reconcile.Reconciler // without its Store, opened later
 	// statuses, when --forge-status, sets commit statuses (its Store
 	// set later).
-	statuses       *forgestatus.Publisher
+	statuses *forgestatus.Publisher
+	// oauth, when set, is the console's sign-in with the forge (its Mint
+	// and Revoke set later).
+	oauth          *ui.OAuth
 	retention      store.Retention
 	retentionEvery time.Duration
 	keySource      keySource
@@ -86,7 +90,14 @@ func serveConfigFrom(c *cli.Command, getenv func(string) string, log *slog.Logge
 	if cfg.reconciler, err = reconcilerFrom(c, nil, log); err != nil {
 		return nil, err
 	}
-	if cfg.statuses, err = statusesFrom(c, cfg.reconciler, log); err != nil {
+	consoleURL, err := consoleURLFrom(c)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.statuses, err = statusesFrom(c, cfg.reconciler, consoleURL, log); err != nil {
+		return nil, err
+	}
+	if cfg.oauth, err = consoleOAuthFrom(c, cfg.reconciler, consoleURL); err != nil {
 		return nil, err
 	}
 	cfg.keySource = keySourceFrom(c, getenv)

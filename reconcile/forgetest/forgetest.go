@@ -68,7 +68,14 @@ type Server struct {
 	inFlight  int
 	maxFlight int
 	intercept func(w http.ResponseWriter, r *http.Request) bool
+	oauth     *oauthState
 	statuses  map[string][]CommitStatus // lower(full name)@sha → statuses set, oldest first
+}
+
+// personal says r is a signed-in person's: the OAuth2 routes and what
+// their tokens read, which the daemon's token does not authorize.
+func (s *Server) personal(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/login/oauth/") || r.URL.Path == "/api/v1/user" || strings.HasPrefix(r.URL.Path, "/api/v1/user/")
 }
 
 // New starts a fake forge that stops when t ends.
@@ -82,6 +89,7 @@ func New(t testing.TB) *Server {
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}/issues/{index}/comments", s.listComments)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{name}", s.repo)
 	mux.HandleFunc("POST /api/v1/repos/{owner}/{name}/statuses/{sha}", s.createStatus)
+	s.oauthRoutes(mux)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.paths = append(s.paths, r.URL.Path)
@@ -94,7 +102,7 @@ func New(t testing.TB) *Server {
 			s.inFlight--
 			s.mu.Unlock()
 		}()
-		if s.Token != "" && r.Header.Get("Authorization") != "token "+s.Token {
+		if s.Token != "" && r.Header.Get("Authorization") != "token "+s.Token && !s.personal(r) {
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "token is required", "url": s.URL + "/api/swagger"})
 			return
 		}

@@ -1,0 +1,399 @@
+package ui
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"code.gitea.io/sdk/gitea"
+	"golang.org/x/oauth2"
+
+	"github.com/checkpointd/checkpointd"
+)
+
+// OAuth configures "Sign in with Gitea" (DESIGN §14, §17): the forge's
+// OAuth2 authorization-code flow with PKCE (S256) and state. The person's
+// console role comes from the forge — site administrators and members of
+// OperatorTeams are operators, members of ReaderTeams readers, everyone else
+// is refused — and a reader sees the repositories they can read there,
+// checked at sign-in and at most every Recheck after. Operators are not
+// bounded: the operator role is fleet-wide (DESIGN §5: drain, reconcile and
+// force-clear act on every session), so a bounded operator would act on
+// sessions they cannot see. The console acts for the person with a daemon
+// token minted at sign-in (Mint) and revoked when the console session ends,
+// so every page and action passes the API's own role and scope checks.
+type OAuth struct {
+	ClientID, ClientSecret string
+	// ForgeURL is the forge's base URL (--gitea-url); ConsoleURL the
+	// console's external one (--console-url): the redirect URI is
+	// ConsoleURL + /ui/login/oauth/callback.
+	ForgeURL, ConsoleURL       string
+	OperatorTeams, ReaderTeams []string // org/team
+	Mint                       func(ctx context.Context, name string, role checkpointd.TokenRole, scope []string) (tokenID, secret string, err error)
+	Revoke                     func(ctx context.Context, tokenID string) error
+	// HTTPClient talks to the forge (default: 10s timeout).
+	HTTPClient *http.Client
+	// Recheck bounds how long a person's forge access is trusted without
+	// asking again (default 5m).
+	Recheck time.Duration
+}
+
+// oauthCookie binds a sign-in's state to the browser that started it. It
+// is Lax, not Strict: it must come back on the forge's redirect.
+const oauthCookie = "checkpointd_oauth"
+
+// oauthFlowTTL bounds how long a started sign-in may take at the forge.
+const oauthFlowTTL = 10 * time.Minute
+
+// Bounds of the lists read at sign-in: more teams or repositories than
+// this is refused rather than half read.
+const (
+	forgePageSize  = 50
+	maxTeamPages   = 10
+	maxRepoPages   = 20
+	forgeUserAgent = "checkpointd-console"
+)
+
+// forgeGrant is what a console session signed in with the forge holds.
+type forgeGrant struct {
+	mu        sync.Mutex // held while the forge is asked again
+	token     *oauth2.Token
+	login     string
+	tokenID   string // the minted daemon token
+	checkedAt time.Time
+}
+
+// pendingFlows are the sign-ins started here and not yet called back:
+// state → PKCE verifier. A state is taken once.
+type pendingFlows struct {
+	mu sync.Mutex
+	m  map[string]pendingFlow
+}
+
+type pendingFlow struct {
+	verifier string
+	started  time.Time
+}
+
+// maxPendingFlows bounds the map against a page that starts sign-ins in
+// a loop; the oldest go first.
+const maxPendingFlows = 4096
+
+func (p *pendingFlows) put(state, verifier string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]pendingFlow{}
+	}
+	for s, f := range p.m {
+		if now.Sub(f.started) > oauthFlowTTL || len(p.m) >= maxPendingFlows {
+			delete(p.m, s)
+		}
+	}
+	p.m[state] = pendingFlow{verifier: verifier, started: now}
+}
+
+func (p *pendingFlows) take(state string, now time.Time) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, ok := p.m[state]
+	delete(p.m, state)
+	if !ok || now.Sub(f.started) > oauthFlowTTL {
+		return "", false
+	}
+	return f.verifier, true
+}
+
+func (o *OAuth) config() *oauth2.Config {
+	base := strings.TrimRight(o.ForgeURL, "/")
+	return &oauth2.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		// The client authenticates with Basic auth, as Gitea and Forgejo
+		// take it: no second try with other credentials after a refusal.
+		Endpoint: oauth2.Endpoint{AuthURL: base + "/login/oauth/authorize", TokenURL: base + "/login/oauth/access_token",
+			AuthStyle: oauth2.AuthStyleInHeader},
+		RedirectURL: strings.TrimRight(o.ConsoleURL, "/") + "/ui/login/oauth/callback",
+		Scopes:      []string{"read:user", "read:organization", "read:repository"}}
+}
+
+func (o *OAuth) httpClient() *http.Client {
+	if o.HTTPClient != nil {
+		return o.HTTPClient
+	}
+	return &http.Client{Timeout: 10 * time.Second}
+}
+
+// startOAuth sends the browser to the forge with a fresh state and PKCE
+// challenge.
+func (c *console) startOAuth(w http.ResponseWriter, r *http.Request) {
+	state, verifier := randomString(), oauth2.GenerateVerifier()
+	c.flows.put(state, verifier, c.Now())
+	http.SetCookie(w, &http.Cookie{Name: oauthCookie, Value: state, Path: "/ui/login/oauth", MaxAge: int(oauthFlowTTL.Seconds()),
+		HttpOnly: true, Secure: r.TLS != nil || c.SecureCookies, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, c.OAuth.config().AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), http.StatusSeeOther)
+}
+
+// oauthCallback finishes a sign-in: the state must be the one this
+// browser started, unused; the code is exchanged with its verifier; the
+// forge says who the person is and what they may do.
+func (c *console) oauthCallback(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: oauthCookie, Value: "", Path: "/ui/login/oauth", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	fail := func(status int, msg string) {
+		c.Logger.InfoContext(r.Context(), "console sign-in with the forge refused", "reason", msg)
+		c.render(w, r, status, "login", c.loginView(msg))
+	}
+	q := r.URL.Query()
+	if e := q.Get("error"); e != "" {
+		fail(http.StatusUnauthorized, "The forge did not sign you in ("+e+"): "+q.Get("error_description"))
+		return
+	}
+	state := q.Get("state")
+	ck, err := r.Cookie(oauthCookie)
+	if err != nil || state == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(state)) != 1 {
+		fail(http.StatusForbidden, "This sign-in did not start in this browser (the state does not match): start again.")
+		return
+	}
+	verifier, ok := c.flows.take(state, c.Now())
+	if !ok {
+		fail(http.StatusForbidden, "This sign-in was already used or took too long: start again.")
+		return
+	}
+	ctx := context.WithValue(r.Context(), oauth2.HTTPClient, c.OAuth.httpClient())
+	tok, err := c.OAuth.config().Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		fail(http.StatusUnauthorized, "The forge did not accept the sign-in: "+exchangeError(err))
+		return
+	}
+	acc, err := c.forgeAccess(ctx, tok)
+	var refused *accessRefused
+	switch {
+	case errors.As(err, &refused):
+		fail(http.StatusForbidden, refused.Error())
+		return
+	case err != nil:
+		fail(http.StatusBadGateway, "The forge could not say who you are right now: "+err.Error())
+		return
+	}
+	grant := &forgeGrant{token: tok, login: acc.login, checkedAt: c.Now()}
+	p, secret, err := c.mint(r.Context(), grant, acc)
+	if err != nil {
+		fail(http.StatusServiceUnavailable, "The daemon cannot start your session right now; try again.")
+		return
+	}
+	id, s := c.sessions.create(secret, p)
+	s.forge = grant
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/ui", HttpOnly: true,
+		Secure: r.TLS != nil || c.SecureCookies, SameSite: http.SameSiteStrictMode})
+	c.Logger.InfoContext(r.Context(), "console sign-in with the forge", "login", acc.login, "role", string(p.Role), "repos", len(acc.scope))
+	// A page, not a redirect: the Strict cookie is not sent on a redirect
+	// that a navigation from the forge started; a navigation from this
+	// page is same-site.
+	c.render(w, r, http.StatusOK, "signedin", view{Title: "Signed in", Refresh: "/ui/"})
+}
+
+// exchangeError is what the forge said about a refused code, without the
+// request it answered.
+func exchangeError(err error) string {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		if re.ErrorDescription != "" {
+			return re.ErrorCode + ": " + re.ErrorDescription
+		}
+		if re.ErrorCode != "" {
+			return re.ErrorCode
+		}
+		return fmt.Sprintf("it answered %d", re.Response.StatusCode)
+	}
+	return "the forge is unreachable"
+}
+
+// mint makes the daemon token the console acts with for the person.
+func (c *console) mint(ctx context.Context, g *forgeGrant, acc forgeAccess) (checkpointd.Principal, string, error) {
+	id, secret, err := c.OAuth.Mint(ctx, "console: "+acc.login+" (signed in with the forge)", acc.role, acc.scope)
+	if err != nil {
+		return checkpointd.Principal{}, "", err
+	}
+	g.tokenID = id
+	return checkpointd.Principal{TokenID: id, Name: acc.login, Role: acc.role, Scope: acc.scope}, secret, nil
+}
+
+// forgeAccess is what the forge says a person may do here.
+type forgeAccess struct {
+	login string
+	role  checkpointd.TokenRole
+	scope []string // nil: every repo
+}
+
+// accessRefused is a person the forge knows whom the console does not
+// admit, with why.
+type accessRefused struct{ why string }
+
+func (e *accessRefused) Error() string { return e.why }
+
+// errGrantRevoked: the forge no longer accepts the person's token.
+var errGrantRevoked = &accessRefused{"Your sign-in with the forge was revoked there: sign in again."}
+
+// forgeAccess asks the forge, with the person's token, who they are, which
+// teams they are in and, for a reader, which repositories they can read.
+func (c *console) forgeAccess(ctx context.Context, tok *oauth2.Token) (forgeAccess, error) {
+	hc := c.OAuth.config().Client(context.WithValue(ctx, oauth2.HTTPClient, c.OAuth.httpClient()), tok)
+	g, err := gitea.NewClient(c.OAuth.ForgeURL, gitea.SetHTTPClient(hc), gitea.SetGiteaVersion(""), gitea.SetContext(ctx),
+		gitea.SetUserAgent(forgeUserAgent))
+	if err != nil {
+		return forgeAccess{}, err
+	}
+	answer := func(resp *gitea.Response, err error) error {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return errGrantRevoked
+		}
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) { // a refresh the forge refused
+			return errGrantRevoked
+		}
+		if err != nil {
+			return errors.New("the forge did not answer")
+		}
+		return nil
+	}
+	me, resp, err := g.GetMyUserInfo()
+	if err := answer(resp, err); err != nil {
+		return forgeAccess{}, err
+	}
+	acc := forgeAccess{login: me.UserName, role: checkpointd.RoleReader}
+	teams := map[string]bool{}
+	for n := 1; ; n++ {
+		if n > maxTeamPages {
+			return forgeAccess{}, &accessRefused{fmt.Sprintf("%s is in more than %d teams: the console cannot read them all", me.UserName, maxTeamPages*forgePageSize)}
+		}
+		page, resp, err := g.ListMyTeams(&gitea.ListTeamsOptions{ListOptions: gitea.ListOptions{Page: n, PageSize: forgePageSize}})
+		if err := answer(resp, err); err != nil {
+			return forgeAccess{}, err
+		}
+		for _, t := range page {
+			if t != nil && t.Organization != nil {
+				teams[strings.ToLower(cmpOr(t.Organization.UserName, t.Organization.Name)+"/"+t.Name)] = true
+			}
+		}
+		if len(page) < forgePageSize {
+			break
+		}
+	}
+	in := func(list []string) bool {
+		return slices.ContainsFunc(list, func(t string) bool { return teams[strings.ToLower(t)] })
+	}
+	switch {
+	case me.IsAdmin || in(c.OAuth.OperatorTeams):
+		acc.role = checkpointd.RoleOperator
+		return acc, nil
+	case !in(c.OAuth.ReaderTeams):
+		return forgeAccess{}, &accessRefused{fmt.Sprintf("%s is in none of the teams allowed to use this console (operators: %s; readers: %s): ask an operator",
+			me.UserName, cmpOr(strings.Join(c.OAuth.OperatorTeams, ", "), "none"), cmpOr(strings.Join(c.OAuth.ReaderTeams, ", "), "none"))}
+	}
+	for n := 1; ; n++ {
+		if n > maxRepoPages {
+			return forgeAccess{}, &accessRefused{fmt.Sprintf("%s can read more than %d repositories: sign in with a scoped reader token instead", me.UserName, maxRepoPages*forgePageSize)}
+		}
+		page, resp, err := g.ListMyRepos(gitea.ListReposOptions{ListOptions: gitea.ListOptions{Page: n, PageSize: forgePageSize}})
+		if err := answer(resp, err); err != nil {
+			return forgeAccess{}, err
+		}
+		for _, r := range page {
+			if r != nil && r.FullName != "" {
+				acc.scope = append(acc.scope, r.FullName)
+			}
+		}
+		if len(page) < forgePageSize {
+			break
+		}
+	}
+	if len(acc.scope) == 0 {
+		// An empty scope would mean every repository.
+		return forgeAccess{}, &accessRefused{me.UserName + " can read no repository on the forge: there is nothing to show"}
+	}
+	return acc, nil
+}
+
+// recheck asks the forge again when the person's access is older than
+// Recheck: a revoked grant or a person no longer admitted ends the
+// session; a changed role or scope gets a new daemon token. false: the
+// session ended (the answer is written); else the session to go on with.
+func (c *console) recheck(w http.ResponseWriter, r *http.Request, id string, s *consoleSession) (*consoleSession, bool) {
+	g := s.forge
+	if g == nil {
+		return s, true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.Now().Sub(g.checkedAt) < orDefault(c.OAuth.Recheck, 5*time.Minute) {
+		if cur := c.sessions.get(id); cur != nil {
+			return cur, true // another request renewed it meanwhile
+		}
+		return s, true
+	}
+	ctx := context.WithValue(r.Context(), oauth2.HTTPClient, c.OAuth.httpClient())
+	acc, err := c.forgeAccess(ctx, g.token)
+	var refused *accessRefused
+	switch {
+	case errors.As(err, &refused):
+		c.sessions.end(id)
+		clearCookie(w)
+		c.Logger.InfoContext(r.Context(), "console session ended by the forge", "login", g.login, "reason", refused.Error())
+		c.render(w, r, http.StatusUnauthorized, "login", c.loginView(refused.Error()))
+		return nil, false
+	case err != nil:
+		c.renderError(w, r, s, http.StatusServiceUnavailable, "the forge cannot confirm your access right now ("+err.Error()+"); try again in a moment")
+		return nil, false
+	}
+	if acc.role != s.principal.Role || !slices.Equal(acc.scope, s.principal.Scope) {
+		old := g.tokenID
+		p, secret, err := c.mint(r.Context(), g, acc)
+		if err != nil {
+			c.renderError(w, r, s, http.StatusServiceUnavailable, "the daemon cannot renew your session right now; try again")
+			return nil, false
+		}
+		if s = c.sessions.replace(id, secret, p); s == nil {
+			c.revoke(g.tokenID)
+			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+			return nil, false
+		}
+		c.revoke(old)
+	}
+	g.checkedAt = c.Now()
+	return s, true
+}
+
+// revoke ends a minted daemon token, in the background: sign-out does not
+// wait on the store, and a revoke that fails leaves a token whose secret
+// only the ended session knew.
+func (c *console) revoke(tokenID string) {
+	if c.OAuth == nil || tokenID == "" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.OAuth.Revoke(ctx, tokenID); err != nil {
+			c.Logger.Warn("cannot revoke a console session's token", "token_id", tokenID, "err", err)
+		}
+	}()
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
