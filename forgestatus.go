@@ -3,6 +3,7 @@
 package checkpointd
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -55,7 +56,7 @@ func sessionStatus(s *Session) (StatusState, string) {
 	case s.State != SessionActive && s.Outcome == OutcomeCompleted:
 		return StatusSuccess, "the session completed"
 	case s.State != SessionActive:
-		return StatusPending, fmt.Sprintf("the session ended (%s): no agent vouches for this branch", cmpOr(string(s.Outcome), "no outcome"))
+		return StatusPending, fmt.Sprintf("the session ended (%s): no agent vouches for this branch", cmp.Or(string(s.Outcome), "no outcome"))
 	case s.Validity == ValidityInvalidated || s.Validity == ValidityLeaseLost:
 		return StatusFailure, string(s.Validity) + ": " + ExplainValidity(s.Validity, s.ValidityReason)
 	case s.Validity != ValidityValid:
@@ -68,13 +69,6 @@ func sessionStatus(s *Session) (StatusState, string) {
 		return StatusPending, fmt.Sprintf("checkpoint #%d is incomplete: missing %s", s.Latest.Seq, strings.Join(s.Latest.Missing, ", "))
 	}
 	return StatusSuccess, fmt.Sprintf("valid: checkpoint #%d is complete and on the live head", s.Latest.Seq)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // oneLine folds whitespace and cuts s to maxStatusDescription bytes, on a

@@ -38,3 +38,15 @@ func TestSessionStatus(t *testing.T) {
 		t.Error("failure > pending > success")
 	}
 }
+
+func TestValidCommitID(t *testing.T) {
+	for s, want := range map[string]bool{
+		strings.Repeat("a", 40): true, strings.Repeat("F", 64): true, "0123456789abcdefABCDEF0123456789abcdef01": true,
+		strings.Repeat("a", 39): false, strings.Repeat("a", 41): false, strings.Repeat("g", 40): false,
+		strings.Repeat("a", 39) + "\x01": false, strings.Repeat("a", 38) + "é": false, "": false,
+	} {
+		if ValidCommitID(s) != want {
+			t.Errorf("ValidCommitID(%q) = %v", s, !want)
+		}
+	}
+}

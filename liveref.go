@@ -53,6 +53,20 @@ type Observation struct {
 	Source        string // webhook:<delivery id> or reconcile:<pass id>
 }
 
+// ValidCommitID accepts a full SHA-1 or SHA-256 object id in hex, either
+// case: anything else in a head field is malformed, not evidence.
+func ValidCommitID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; !('0' <= s[i] && s[i] <= '9') && !('a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // RefKey is how a ref is keyed where live refs are kept: "pr:<n>" for a
 // pull request, else "branch:<name>". ParseRefKey is its inverse.
 func RefKey(branch string, pr int64) string {

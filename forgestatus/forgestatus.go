@@ -15,6 +15,7 @@
 package forgestatus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,7 +94,7 @@ func (p *Publisher) Publish(ctx context.Context) error {
 	if err := p.sweep(ctx); err != nil {
 		return err
 	}
-	sweep := time.NewTicker(orDefault(p.Sweep, 10*time.Minute))
+	sweep := time.NewTicker(cmp.Or(p.Sweep, 10*time.Minute))
 	defer sweep.Stop()
 	for {
 		select {
@@ -215,7 +216,7 @@ func (p *Publisher) publish(ctx context.Context, r ref, trigger *checkpointd.Ses
 		if worst == nil || st.Worse(state) {
 			worst, state, why = s, st, w
 		}
-		if s.Latest != nil && validSHA(s.Latest.Head) {
+		if s.Latest != nil && checkpointd.ValidCommitID(s.Latest.Head) {
 			shas[strings.ToLower(s.Latest.Head)] = true
 		}
 	}
@@ -226,7 +227,7 @@ func (p *Publisher) publish(ctx context.Context, r ref, trigger *checkpointd.Ses
 	if err != nil {
 		return err
 	}
-	if live != nil && live.State == checkpointd.RefOpen && validSHA(live.Head) {
+	if live != nil && live.State == checkpointd.RefOpen && checkpointd.ValidCommitID(live.Head) {
 		shas[strings.ToLower(live.Head)] = true
 	}
 	post := reconcile.StatusPost{Context: checkpointd.StatusContext, State: string(state), Description: why}
@@ -253,7 +254,7 @@ func (p *Publisher) set(ctx context.Context, repo, sha, sessionID string, post r
 	}
 	owner, name, _ := strings.Cut(repo, "/")
 	var ferr error
-	for n := 1; n <= orDefault(p.Attempts, 3); n++ {
+	for n := 1; n <= cmp.Or(p.Attempts, 3); n++ {
 		if ferr = p.post(ctx, owner, name, sha, post); ferr == nil {
 			return p.Store.RecordStatus(ctx, repo, sha, store.PostedStatus{State: post.State, Description: post.Description,
 				TargetURL: post.TargetURL, PostedAt: p.now()})
@@ -281,7 +282,7 @@ func (p *Publisher) set(ctx context.Context, repo, sha, sessionID string, post r
 }
 
 func (p *Publisher) post(ctx context.Context, owner, name, sha string, post reconcile.StatusPost) error {
-	f, err := p.Forge(ctx, orDefault(p.CallTimeout, 10*time.Second))
+	f, err := p.Forge(ctx, cmp.Or(p.CallTimeout, 10*time.Second))
 	if err != nil {
 		return err
 	}
@@ -300,19 +301,4 @@ func (p *Publisher) log() *slog.Logger {
 		return slog.Default()
 	}
 	return p.Log
-}
-
-func validSHA(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	return strings.Trim(strings.ToLower(s), "0123456789abcdef") == ""
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }

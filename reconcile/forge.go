@@ -151,7 +151,7 @@ func (g *giteaForge) Branch(owner, repo, branch string) (RefAnswer, error) {
 	if err != nil {
 		return RefAnswer{}, forgeError(resp, err)
 	}
-	if b == nil || b.Commit == nil || !validSHA(b.Commit.ID) {
+	if b == nil || b.Commit == nil || !checkpointd.ValidCommitID(b.Commit.ID) {
 		return RefAnswer{}, &ForgeError{Status: status(resp), Err: errors.New("the branch answer carries no commit id")}
 	}
 	return RefAnswer{Head: strings.ToLower(b.Commit.ID), RepoName: answeredAs(resp)}, nil
@@ -166,7 +166,7 @@ func (g *giteaForge) PullRequest(owner, repo string, number int64) (RefAnswer, e
 	if err != nil {
 		return RefAnswer{}, forgeError(resp, err)
 	}
-	if pr == nil || pr.Head == nil || !validSHA(pr.Head.Sha) {
+	if pr == nil || pr.Head == nil || !checkpointd.ValidCommitID(pr.Head.Sha) {
 		return RefAnswer{}, &ForgeError{Status: status(resp), Err: errors.New("the pull request answer carries no head sha")}
 	}
 	a := RefAnswer{Head: strings.ToLower(pr.Head.Sha), RepoName: answeredAs(resp)}
@@ -202,20 +202,6 @@ func (g *giteaForge) PostStatus(owner, repo, sha string, st StatusPost) error {
 		return forgeError(resp, err)
 	}
 	return nil
-}
-
-// validSHA accepts a full SHA-1 or SHA-256 object id: anything else in a
-// head field is a malformed answer, not evidence.
-func validSHA(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
-			return false
-		}
-	}
-	return true
 }
 
 func status(resp *gitea.Response) int {

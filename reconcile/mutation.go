@@ -125,7 +125,7 @@ func (r *Resolver) ask(ctx context.Context, repo string, k mutationKey, recorded
 		if k.branch == "" {
 			return unknown("the checkpoint names no workspace.branch to compare the pushed commit with")
 		}
-		if !validSHA(k.target) {
+		if !checkpointd.ValidCommitID(k.target) {
 			return unknown("a git.push target must be the pushed commit (40 or 64 hex digits), not %q", k.target)
 		}
 	default:

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -276,7 +277,7 @@ func (c *console) forgeAccess(ctx context.Context, tok *oauth2.Token) (forgeAcce
 		}
 		for _, t := range page {
 			if t != nil && t.Organization != nil {
-				teams[strings.ToLower(cmpOr(t.Organization.UserName, t.Organization.Name)+"/"+t.Name)] = true
+				teams[strings.ToLower(cmp.Or(t.Organization.UserName, t.Organization.Name)+"/"+t.Name)] = true
 			}
 		}
 		if len(page) < forgePageSize {
@@ -292,7 +293,7 @@ func (c *console) forgeAccess(ctx context.Context, tok *oauth2.Token) (forgeAcce
 		return acc, nil
 	case !in(c.OAuth.ReaderTeams):
 		return forgeAccess{}, &accessRefused{fmt.Sprintf("%s is in none of the teams allowed to use this console (operators: %s; readers: %s): ask an operator",
-			me.UserName, cmpOr(strings.Join(c.OAuth.OperatorTeams, ", "), "none"), cmpOr(strings.Join(c.OAuth.ReaderTeams, ", "), "none"))}
+			me.UserName, cmp.Or(strings.Join(c.OAuth.OperatorTeams, ", "), "none"), cmp.Or(strings.Join(c.OAuth.ReaderTeams, ", "), "none"))}
 	}
 	for n := 1; ; n++ {
 		if n > maxRepoPages {
@@ -329,7 +330,7 @@ func (c *console) recheck(w http.ResponseWriter, r *http.Request, id string, s *
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if c.Now().Sub(g.checkedAt) < orDefault(c.OAuth.Recheck, 5*time.Minute) {
+	if c.Now().Sub(g.checkedAt) < cmp.Or(c.OAuth.Recheck, 5*time.Minute) {
 		if cur := c.sessions.get(id); cur != nil {
 			return cur, true // another request renewed it meanwhile
 		}
@@ -381,19 +382,4 @@ func (c *console) revoke(tokenID string) {
 			c.Logger.Warn("cannot revoke a console session's token", "token_id", tokenID, "err", err)
 		}
 	}()
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
