@@ -9,11 +9,14 @@ import (
 // Sentinel errors of the domain. Every layer wraps them with %w; the API maps
 // each to one HTTP status and one stable problem code (api/errors.go).
 var (
-	ErrNotFound            = errors.New("not found")
-	ErrInvalidRequest      = errors.New("invalid request")
-	ErrInvalidCheckpoint   = errors.New("invalid checkpoint")
-	ErrRunSuperseded       = errors.New("run superseded")
-	ErrRunActive           = errors.New("session has an active run")
+	ErrNotFound          = errors.New("not found")
+	ErrInvalidRequest    = errors.New("invalid request")
+	ErrInvalidCheckpoint = errors.New("invalid checkpoint")
+	ErrRunSuperseded     = errors.New("run superseded")
+	ErrRunActive         = errors.New("session has an active run")
+	// ErrRunChanged refuses a conditional takeover (if_run) whose run is
+	// no longer the current one: another claimant came first.
+	ErrRunChanged          = errors.New("run changed")
 	ErrSessionEnded        = errors.New("session ended")
 	ErrNoCurrentRun        = errors.New("session has no current run")
 	ErrGone                = errors.New("gone")
@@ -42,7 +45,7 @@ var (
 // is, where anything else from a database or a driver is the store being
 // unavailable (a test keeps the list whole).
 var Sentinels = []error{
-	ErrNotFound, ErrInvalidRequest, ErrInvalidCheckpoint, ErrRunSuperseded, ErrRunActive, ErrSessionEnded,
+	ErrNotFound, ErrInvalidRequest, ErrInvalidCheckpoint, ErrRunSuperseded, ErrRunActive, ErrRunChanged, ErrSessionEnded,
 	ErrNoCurrentRun, ErrGone, ErrIdempotencyConflict, ErrIdempotencyInFlight, ErrLeaseHeld, ErrLeaseLost,
 	ErrDraining, ErrDrainBlocked, ErrUnauthorized, ErrForbidden, ErrStoreUnavailable, ErrCheckpointCorrupt, ErrKey,
 	ErrInvalidJSON, ErrInvalidWorkflow, ErrContended,

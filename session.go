@@ -2,6 +2,8 @@ package checkpointd
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -177,4 +179,23 @@ type Event struct {
 	// CheckpointSeq is the checkpoint a validity change or a drain decision
 	// refers to: retention keeps it while the event is kept.
 	CheckpointSeq *int64 `json:"checkpoint_seq,omitempty"`
+}
+
+// TargetText is the session's target in words ("issue #12, branch
+// fix-12"), for messages and names a person or a model reads.
+func (s *Session) TargetText() string {
+	var parts []string
+	if s.Issue > 0 {
+		parts = append(parts, fmt.Sprintf("issue #%d", s.Issue))
+	}
+	if s.PR > 0 {
+		parts = append(parts, fmt.Sprintf("PR #%d", s.PR))
+	}
+	if s.Branch != "" {
+		parts = append(parts, "branch "+s.Branch)
+	}
+	if parts == nil {
+		return "no target"
+	}
+	return strings.Join(parts, ", ")
 }

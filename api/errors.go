@@ -33,6 +33,7 @@ var errorStatus = []struct {
 	{checkpointd.ErrGone, http.StatusGone, "gone"},
 	{checkpointd.ErrRunSuperseded, http.StatusConflict, "run_superseded"},
 	{checkpointd.ErrRunActive, http.StatusConflict, "run_active"},
+	{checkpointd.ErrRunChanged, http.StatusConflict, "run_changed"},
 	{checkpointd.ErrSessionEnded, http.StatusConflict, "session_ended"},
 	{checkpointd.ErrNoCurrentRun, http.StatusConflict, "no_current_run"},
 	{checkpointd.ErrIdempotencyConflict, http.StatusUnprocessableEntity, "idempotency_conflict"},

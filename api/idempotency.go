@@ -33,6 +33,10 @@ type keyScope struct {
 	// key exists: a caller who may not see the scope's session is refused
 	// first, as it would be without a key.
 	admit func() error
+	// conflict, when set, words the refusal of a key used for another
+	// request, given that request's stored response (nil if it never
+	// completed).
+	conflict func(stored []byte) error
 }
 
 // tokenKeys is the key scope of session creation: the caller's own token,
@@ -95,6 +99,10 @@ func (a *api) idempotent(w http.ResponseWriter, r *http.Request, ks keyScope, di
 		a.Metrics.Idempotency(metrics.IdemConflict)
 	case errors.Is(err, checkpointd.ErrIdempotencyInFlight):
 		a.Metrics.Idempotency(metrics.IdemInFlight)
+	}
+	var ic *store.IdempotencyConflict
+	if errors.As(err, &ic) && ks.conflict != nil {
+		return ks.conflict(ic.Stored)
 	}
 	if err != nil {
 		return err

@@ -85,8 +85,36 @@ func TestIdempotentSessionCreation(t *testing.T) {
 		if !bytes.Equal(first.raw, again.raw) || again.header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("session replay differs:\n%s\n%s", first.raw, again.raw)
 		}
-		other := map[string]any{"repo": "acme/widgets", "role": "reviewer"}
-		h.doKey("POST", "/v1/sessions", h.agent, "create-1", other).expect(t, 422, "idempotency_conflict")
+		// The key names the task: a restarted agent (another instance,
+		// another worktree) gets the session it created back.
+		restarted := map[string]any{}
+		for k, v := range sessionBody {
+			restarted[k] = v
+		}
+		restarted["agent"] = map[string]any{"runtime": "claude-code", "instance": "host-9/pid-2"}
+		restarted["worktree"] = "/w/elsewhere"
+		if back := h.doKey("POST", "/v1/sessions", h.agent, "create-1", restarted).expect(t, 200, ""); !bytes.Equal(first.raw, back.raw) {
+			t.Fatalf("a restarted agent's create is not the first answer:\n%s\n%s", first.raw, back.raw)
+		}
+		// Another role, repo or target with that key is refused, naming
+		// the session the key belongs to.
+		sid := first.get("session", "id").(string)
+		for _, change := range []func(m map[string]any){
+			func(m map[string]any) { m["role"] = "reviewer" },
+			func(m map[string]any) { m["repo"] = "acme/gadgets" },
+			func(m map[string]any) { m["issue"] = 99 },
+			func(m map[string]any) { m["branch"] = "other-branch" },
+		} {
+			other := map[string]any{}
+			for k, v := range sessionBody {
+				other[k] = v
+			}
+			change(other)
+			p := h.doKey("POST", "/v1/sessions", h.agent, "create-1", other).expect(t, 422, "idempotency_conflict")
+			if p.get("session_id") != sid || !strings.Contains(p.get("detail").(string), sid) {
+				t.Errorf("%v: the conflict does not name session %s: %s", other, sid, p.raw)
+			}
+		}
 		// Keys are scoped to the token: another token's same key is independent.
 		agent2 := h.token("agent", nil)
 		h.doKey("POST", "/v1/sessions", agent2, "create-1", sessionBody).expect(t, 201, "")

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -27,7 +28,7 @@ type sessionStore interface {
 	FleetCounts(ctx context.Context) (*checkpointd.FleetCounts, error)
 	ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]checkpointd.Event, error)
 	LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error)
-	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*checkpointd.Run, error)
+	StartRun(ctx context.Context, sessionID string, in store.NewRun) (*store.StartedRun, error)
 	SeeRun(ctx context.Context, sessionID, runID string) (*checkpointd.Run, error)
 	EndSessionAs(ctx context.Context, in store.SessionEnd) (*checkpointd.Session, error)
 	// Settled brings the verdicts up to date; every answer that carries a
@@ -129,7 +130,11 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := inScope(r, q.Repo); err != nil {
 		return err
 	}
-	digest, err := requestDigest(a.DigestKey, body)
+	// The key names the task (DESIGN §6): its repo, target and role. A
+	// restarted agent sends another agent.instance, and it must get the
+	// session it created back, not a conflict.
+	task, _ := json.Marshal(map[string]any{"repo": strings.ToLower(q.Repo), "role": q.Role, "issue": q.Issue, "pr": q.PR, "branch": q.Branch})
+	digest, err := requestDigest(a.DigestKey, task)
 	if err != nil {
 		return err
 	}
@@ -140,7 +145,9 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Session-creation keys are scoped to the token: the session does not
 	// exist yet.
-	return a.idempotent(w, r, tokenKeys(r), digest,
+	keys := tokenKeys(r)
+	keys.conflict = sessionKeyConflict
+	return a.idempotent(w, r, keys, digest,
 		func(idem *store.Idempotency) (any, error) {
 			in.Idempotency = idem
 			return a.Store.Sessions.CreateSession(r.Context(), in)
@@ -150,6 +157,21 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Location", "/v1/sessions/"+sess.ID)
 			return sessionResponse{Session: sess, Run: sess.CurrentRun}
 		})
+}
+
+// sessionKeyConflict is the refusal of a session-creation key used for
+// another task: it names the session the key created, which the same
+// token created and may read.
+func sessionKeyConflict(stored []byte) error {
+	var created sessionResponse
+	if json.Unmarshal(stored, &created) != nil || created.Session == nil {
+		return fmt.Errorf("%w: the key was used for another repo, target or role (that request has not completed)", checkpointd.ErrIdempotencyConflict)
+	}
+	sess := created.Session
+	return &ProblemError{Err: checkpointd.ErrIdempotencyConflict,
+		Detail: fmt.Sprintf("this key created session %s for %s (%s, role %s): a key names one task; use another key for another repo, target or role",
+			sess.ID, sess.Repo, sess.TargetText(), sess.Role),
+		Extra: map[string]any{"session_id": sess.ID}}
 }
 
 // redactSession redacts the free-text metadata of a new session before it is
@@ -212,6 +234,9 @@ type startRunRequest struct {
 	Takeover bool              `json:"takeover"`
 	Reason   string            `json:"reason"`
 	Agent    checkpointd.Agent `json:"agent"`
+	// IfRun is the conditional takeover's run ("" for none current); a
+	// pointer, because "" and absent mean different things.
+	IfRun *string `json:"if_run"`
 }
 
 func (a *api) startRun(w http.ResponseWriter, r *http.Request) error {
@@ -222,6 +247,13 @@ func (a *api) startRun(w http.ResponseWriter, r *http.Request) error {
 	ps := validateAgent("/agent", q.Agent)
 	if len(q.Reason) > checkpointd.MaxReasonLength {
 		ps = append(ps, checkpointd.Problem{Path: "/reason", Message: fmt.Sprintf("at most %d bytes", checkpointd.MaxReasonLength)})
+	}
+	switch {
+	case q.IfRun == nil:
+	case !q.Takeover:
+		ps = append(ps, checkpointd.Problem{Path: "/if_run", Message: "only with takeover: true (it makes the takeover conditional)"})
+	case *q.IfRun != "" && !checkpointd.ValidID(*q.IfRun):
+		ps = append(ps, checkpointd.Problem{Path: "/if_run", Message: `a run id (run_…), or "" for "only while no run is current"`})
 	}
 	if ps != nil {
 		return &checkpointd.ValidationError{Kind: checkpointd.ErrInvalidRequest, Problems: ps}
@@ -234,11 +266,11 @@ func (a *api) startRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := a.Store.Sessions.StartRun(r.Context(), sess.ID, store.NewRun{Takeover: q.Takeover, Reason: q.Reason, Agent: q.Agent})
+	started, err := a.Store.Sessions.StartRun(r.Context(), sess.ID, store.NewRun{Takeover: q.Takeover, Reason: q.Reason, Agent: q.Agent, IfRun: q.IfRun})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, map[string]any{"run": run})
+	return writeJSON(w, http.StatusCreated, map[string]any{"run": started.Run, "leases": started.Leases})
 }
 
 type endRequest struct {

@@ -108,9 +108,26 @@ func TestSessionsAndCheckpoints(t *testing.T) {
 
 		_, err = agent.Sessions().StartRun(ctx, id, &client.StartRunRequest{Agent: testAgent})
 		expectCode(t, err, http.StatusConflict, "run_active")
-		run2, err := agent.Sessions().Takeover(ctx, id, "the first run died", testAgent)
-		if err != nil || run2.FencingToken <= run.FencingToken || run2.TakeoverReason != "the first run died" {
-			t.Fatalf("takeover: %v %+v", err, run2)
+		held, err := agent.Leases().Acquire(ctx, &client.AcquireRequest{SessionID: id, RunID: run.ID, TTLSeconds: 600,
+			Resource: checkpointd.Resource{Kind: checkpointd.ResourcePR, Repo: "acme/widgets", Number: 7}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken, err := agent.Sessions().Takeover(ctx, id, "the first run died", testAgent)
+		if err != nil || taken.Run.FencingToken <= run.FencingToken || taken.Run.TakeoverReason != "the first run died" {
+			t.Fatalf("takeover: %v %+v", err, taken)
+		}
+		run2 := taken.Run
+		// The answer hands back the moved lease with its new token, which
+		// makes the new run's checkpoint complete.
+		if len(taken.Leases) != 1 || taken.Leases[0].ID != held.ID || taken.Leases[0].Holder.RunID != run2.ID ||
+			taken.Leases[0].FencingToken <= held.FencingToken {
+			t.Fatalf("takeover leases %+v, want %s moved to %s under a token above %d", taken.Leases, held.ID, run2.ID, held.FencingToken)
+		}
+		named := doc(run2, "testing")
+		named.Leases = []checkpointd.LeaseRef{{LeaseID: held.ID, FencingToken: taken.Leases[0].FencingToken}}
+		if w, err := agent.Checkpoints().Write(ctx, id, named, nil); err != nil || !w.Checkpoint.Complete {
+			t.Fatalf("a checkpoint naming the moved lease: %v %+v", err, w)
 		}
 		_, err = agent.Sessions().Heartbeat(ctx, id, run.ID)
 		expectCode(t, err, http.StatusConflict, "run_superseded")
@@ -119,10 +136,16 @@ func TestSessionsAndCheckpoints(t *testing.T) {
 		if err != nil || !parked.Parked || parked.CurrentRun != nil {
 			t.Fatalf("park: %v %+v", err, parked)
 		}
-		run3, err := agent.Sessions().StartRun(ctx, id, &client.StartRunRequest{Agent: testAgent})
-		if err != nil || run3.FencingToken <= run2.FencingToken {
-			t.Fatalf("run after park: %v %+v", err, run3)
+		// A claim naming the parked run loses; one for "no run" wins.
+		_, err = agent.Sessions().StartRun(ctx, id, &client.StartRunRequest{Takeover: true, IfRun: client.IfRunIs(run2.ID), Agent: testAgent})
+		expectCode(t, err, http.StatusConflict, "run_changed")
+		claimed, err := agent.Sessions().StartRun(ctx, id, &client.StartRunRequest{Takeover: true, IfRun: client.IfRunIs(""), Agent: testAgent})
+		if err != nil || claimed.Run.FencingToken <= run2.FencingToken || len(claimed.Leases) != 1 {
+			t.Fatalf("claim after park: %v %+v", err, claimed)
 		}
+		run3 := claimed.Run
+		_, err = agent.Sessions().StartRun(ctx, id, &client.StartRunRequest{Takeover: true, IfRun: client.IfRunIs(""), Agent: testAgent})
+		expectCode(t, err, http.StatusConflict, "run_changed")
 
 		ev, err := reader.Sessions().Events(ctx, id, client.EventListOptions{ListOptions: client.ListOptions{Limit: 2}})
 		if err != nil || len(ev.Items) != 2 || ev.NextCursor == "" || ev.Items[0].Kind != checkpointd.EventSessionCreated {

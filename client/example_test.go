@@ -64,16 +64,14 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("resumable:", v.Resumable, "from stage", v.Checkpoint.Stage)
-	run, err := c2.Sessions().Takeover(ctx, id, "the previous process crashed", agent)
+	taken, err := c2.Sessions().Takeover(ctx, id, "the previous process crashed", agent)
 	if err != nil {
 		log.Fatal(err)
 	}
+	run := taken.Run
 	fmt.Println("took over as run", run.FencingToken)
 	var moved []checkpointd.LeaseRef
-	for l, err := range c2.Leases().All(ctx, client.LeaseListOptions{SessionID: id, State: checkpointd.LeaseHeld}) {
-		if err != nil {
-			log.Fatal(err)
-		}
+	for _, l := range taken.Leases { // the leases the new run holds now, with their new tokens
 		fmt.Println("the lease moved: token", l.FencingToken, "held by the new run:", l.Holder.RunID == run.ID)
 		moved = append(moved, checkpointd.LeaseRef{LeaseID: l.ID, FencingToken: l.FencingToken})
 	}

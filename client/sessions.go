@@ -162,21 +162,39 @@ type StartRunRequest struct {
 	Takeover bool              `json:"takeover,omitempty"`
 	Reason   string            `json:"reason,omitempty"`
 	Agent    checkpointd.Agent `json:"agent"`
+	// IfRun makes a takeover conditional: it happens only while that run
+	// is still the current one, or, pointing at "", only while no run is
+	// (a parked session). Otherwise 409 run_changed: another claimant of
+	// the handoff came first. Use IfRunIs to set it.
+	IfRun *string `json:"if_run,omitempty"`
+}
+
+// IfRunIs is the IfRun of a claim on a session whose current run is
+// runID ("" for a parked session).
+func IfRunIs(runID string) *string { return &runID }
+
+// RunStarted is the answer of StartRun: the new run, and the leases it
+// holds, moved from the run it superseded under new fencing tokens (name
+// them, with these tokens, in its checkpoints).
+type RunStarted struct {
+	Run    *checkpointd.Run    `json:"run"`
+	Leases []checkpointd.Lease `json:"leases"`
 }
 
 // StartRun starts a run of the session. It is sent once: a second try of
 // a takeover would supersede the run the first one started.
-func (s *Sessions) StartRun(ctx context.Context, id string, in *StartRunRequest) (*checkpointd.Run, error) {
-	var out runAnswer
+func (s *Sessions) StartRun(ctx context.Context, id string, in *StartRunRequest) (*RunStarted, error) {
+	var out RunStarted
 	if err := s.c.post(ctx, sessionPath(id, "runs"), in, &out); err != nil {
 		return nil, err
 	}
-	return out.Run, nil
+	return &out, nil
 }
 
 // Takeover starts a run that supersedes the current one: what a new
-// process does after reading Resume for a session whose run died.
-func (s *Sessions) Takeover(ctx context.Context, id, reason string, agent checkpointd.Agent) (*checkpointd.Run, error) {
+// process does after reading Resume for a session whose run died. To
+// claim a handoff that others may claim too, use StartRun with IfRun.
+func (s *Sessions) Takeover(ctx context.Context, id, reason string, agent checkpointd.Agent) (*RunStarted, error) {
 	return s.StartRun(ctx, id, &StartRunRequest{Takeover: true, Reason: reason, Agent: agent})
 }
 

@@ -157,12 +157,18 @@ func (c *caller) callUnchecked(name string, args map[string]any) (map[string]any
 	return out, nil
 }
 
+type problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
 type toolError struct {
-	Status int             `json:"status"`
-	Code   string          `json:"code"`
-	Detail string          `json:"detail"`
-	Next   string          `json:"next"`
-	Extra  json.RawMessage `json:"extra"`
+	Problems []problem       `json:"problems"`
+	Status   int             `json:"status"`
+	Code     string          `json:"code"`
+	Detail   string          `json:"detail"`
+	Next     string          `json:"next"`
+	Extra    json.RawMessage `json:"extra"`
 }
 
 func (c *caller) must(name string, args map[string]any) map[string]any {
@@ -300,15 +306,43 @@ func TestAgentLoop(t *testing.T) {
 		started := agent.must("session_start", map[string]any{"repo": "acme/widgets", "role": "author", "issue": 12, "branch": "fix-12",
 			"agent": map[string]any{"runtime": "test", "instance": "host-1/pid-1"}, "idempotency_key": "task-12"})
 		sid, run := str(started, "session", "id"), str(started, "run", "id")
+		// The agent restarts (a new process, a new instance) and starts
+		// the same task with the same key: it gets its session back.
 		again := agent.must("session_start", map[string]any{"repo": "acme/widgets", "role": "author", "issue": 12, "branch": "fix-12",
-			"agent": map[string]any{"runtime": "test", "instance": "host-1/pid-1"}, "idempotency_key": "task-12"})
-		if str(again, "session", "id") != sid {
-			t.Error("the same idempotency_key made a second session")
+			"agent": map[string]any{"runtime": "test", "instance": "host-1/pid-2"}, "idempotency_key": "task-12"})
+		if str(again, "session", "id") != sid || str(again, "run", "id") != run {
+			t.Errorf("a restarted agent's session_start with the same key: %v, want session %s run %s", again, sid, run)
+		}
+		// The key with another target names the session it belongs to.
+		if _, te := agent.call("session_start", map[string]any{"repo": "acme/widgets", "role": "author", "issue": 13,
+			"agent": map[string]any{"runtime": "test"}, "idempotency_key": "task-12"}); te == nil || te.Code != "idempotency_conflict" ||
+			!strings.Contains(string(te.Extra), sid) || !strings.Contains(te.Detail, sid) {
+			t.Errorf("the key reused for another issue: %+v", te)
 		}
 		lease := agent.must("lease_acquire", map[string]any{"resource": map[string]any{"kind": "branch", "repo": "acme/widgets", "branch": "fix-12"},
 			"session_id": sid, "run_id": run, "ttl_seconds": 600})
 		leaseID := str(lease, "lease", "id")
 		agent.must("lease_renew", map[string]any{"lease_id": leaseID, "run_id": run, "ttl_seconds": 900})
+		// A numeric string where the schema says integer is the number the
+		// model meant; anything else is refused in the schema's words.
+		if out, te := agent.callUnchecked("lease_renew", map[string]any{"lease_id": leaseID, "run_id": run, "ttl_seconds": "900"}); te != nil ||
+			get(out, "lease", "ttl_seconds") != 900.0 {
+			t.Errorf("ttl_seconds as a numeric string: %v %+v", out, te)
+		}
+		for args, want := range map[string]problem{
+			`{"ttl_seconds":"ten minutes"}`: {"/ttl_seconds", "must be an integer, not a string"},
+			`{"ttl_seconds":true}`:          {"/ttl_seconds", "must be an integer, not a bool"},
+			`{"ttl":600}`:                   {"/ttl", "is not an argument of this tool"},
+		} {
+			var m map[string]any
+			_ = json.Unmarshal([]byte(args), &m)
+			m["lease_id"], m["run_id"] = leaseID, run
+			_, te := agent.callUnchecked("lease_renew", m)
+			if te == nil || te.Code != "invalid_request" || len(te.Problems) != 1 || te.Problems[0] != want ||
+				strings.Contains(te.Detail, "Go struct") {
+				t.Errorf("lease_renew %s: %+v, want invalid_request with the problem %+v", args, te, want)
+			}
+		}
 		w := agent.must("checkpoint_write", map[string]any{"session_id": sid, "idempotency_key": "ck-1", "checkpoint": checkpoint(run, 1, "implementing")})
 		if get(w, "checkpoint", "seq") != 1.0 || get(w, "checkpoint", "complete") != true {
 			t.Errorf("written: %v", w)
@@ -332,6 +366,45 @@ func TestAgentLoop(t *testing.T) {
 		if run2 == "" || run2 == run || get(taken, "run", "fencing_token") != 2.0 {
 			t.Fatalf("takeover: %v", taken)
 		}
+		// The answer hands back the moved lease under its new token.
+		moved, _ := get(taken, "leases").([]any)
+		if len(moved) != 1 || str(moved[0], "id") != leaseID || str(moved[0], "holder", "run_id") != run2 || get(moved[0], "fencing_token") != 2.0 {
+			t.Fatalf("takeover leases: %v", get(taken, "leases"))
+		}
+		named := checkpoint(run2, 2, "implementing")
+		named["leases"] = []any{map[string]any{"lease_id": leaseID, "fencing_token": 2}}
+		if w := agent.must("checkpoint_write", map[string]any{"session_id": sid, "checkpoint": named}); get(w, "checkpoint", "complete") != true {
+			t.Errorf("a checkpoint naming the moved lease: %v", w)
+		}
+		// Two agents claim the session at once naming the run they saw:
+		// exactly one wins, the other hears run_changed.
+		results := make(chan *toolError, 2)
+		for range 2 {
+			go func() {
+				_, te := agent.callUnchecked("session_resume", map[string]any{"session_id": sid, "takeover": true, "if_run": run2,
+					"reason": "claim", "agent": map[string]any{"runtime": "test"}})
+				results <- te
+			}()
+		}
+		var wins, changed int
+		for range 2 {
+			switch te := <-results; {
+			case te == nil:
+				wins++
+			case te.Code == "run_changed" && te.Status == 409 && te.Next != "":
+				changed++
+			default:
+				t.Errorf("a claim: %+v", te)
+			}
+		}
+		if wins != 1 || changed != 1 {
+			t.Fatalf("two claims: %d won, %d run_changed; want 1 and 1", wins, changed)
+		}
+		cur, err := d.store.GetSession(t.Context(), sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run2 = cur.CurrentRun.ID
 		if _, te := agent.call("checkpoint_write", map[string]any{"session_id": sid, "checkpoint": checkpoint(run, 1, "testing")}); te == nil ||
 			te.Code != "run_superseded" || !strings.Contains(te.Next, "stop") {
 			t.Errorf("the superseded run writes: %+v", te)
@@ -339,7 +412,7 @@ func TestAgentLoop(t *testing.T) {
 		if _, te := agent.call("lease_release", map[string]any{"lease_id": leaseID, "run_id": run}); te == nil || te.Code == "" {
 			t.Errorf("the old run releases the moved lease: %+v", te)
 		}
-		agent.must("checkpoint_write", map[string]any{"session_id": sid, "checkpoint": checkpoint(run2, 2, "testing")})
+		agent.must("checkpoint_write", map[string]any{"session_id": sid, "checkpoint": checkpoint(run2, 3, "testing")})
 		if ds := agent.must("drain_status", map[string]any{}); get(ds, "draining") != false {
 			t.Errorf("drain_status: %v", ds)
 		}

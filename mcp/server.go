@@ -15,6 +15,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -127,13 +128,15 @@ func (r *resources) initialized(ctx context.Context, req *sdk.InitializedRequest
 	if err != nil {
 		return // the template still reads every session
 	}
-	for _, s := range page.Items {
-		r.add(s.ID)
+	for i := range page.Items {
+		r.add(&page.Items[i])
 	}
 }
 
-// add lists a session as a resource (once).
-func (r *resources) add(id string) {
+// add lists a session as a resource (once), named by its repo and target
+// so a model can tell its sessions apart in resources/list.
+func (r *resources) add(sess *checkpointd.Session) {
+	id := sess.ID
 	r.mu.Lock()
 	if r.listed == nil {
 		r.listed = map[string]bool{}
@@ -144,8 +147,9 @@ func (r *resources) add(id string) {
 	}
 	r.listed[id] = true
 	r.mu.Unlock()
-	r.server.AddResource(&sdk.Resource{URI: SessionURI(id), Name: id, MIMEType: "application/json",
-		Description: "session " + id}, r.read)
+	name := sess.Repo + " " + sess.TargetText()
+	r.server.AddResource(&sdk.Resource{URI: SessionURI(id), Name: name, Title: name + " (" + sess.Role + ")", MIMEType: "application/json",
+		Description: fmt.Sprintf("session %s: %s, %s, role %s; its validity and latest checkpoint", id, sess.Repo, sess.TargetText(), sess.Role)}, r.read)
 }
 
 // sessionResource is what reading a session's resource returns.

@@ -38,6 +38,7 @@ func addTool[In any](s *sdk.Server, d toolDef, h func(ctx context.Context, in In
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = []byte("{}")
 		}
+		args = coerceNumbers(args, d.input)
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&in); err != nil {
@@ -64,8 +65,17 @@ type sessionResumeIn struct {
 	SessionID string             `json:"session_id"`
 	RunID     string             `json:"run_id,omitempty"`
 	Takeover  bool               `json:"takeover,omitempty"`
+	IfRun     *string            `json:"if_run,omitempty"`
 	Reason    string             `json:"reason,omitempty"`
 	Agent     *checkpointd.Agent `json:"agent,omitempty"`
+}
+
+// takenOver is session_resume's answer after a takeover: the verdict, and
+// the leases the new run holds with their new fencing tokens (the verdict
+// carries the new run).
+type takenOver struct {
+	*client.Resume
+	Leases []checkpointd.Lease `json:"leases"`
 }
 
 type checkpointWriteIn struct {
@@ -100,7 +110,7 @@ type drainStatusIn struct {
 }
 
 // addTools registers the tools of DESIGN §13 over c.
-func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
+func addTools(s *sdk.Server, c *client.Client, onSession func(*checkpointd.Session)) {
 	id := func(desc string) map[string]any {
 		return map[string]any{"type": "string", "pattern": "^[a-z]{3}_[0-9a-f]{32}$", "description": desc}
 	}
@@ -108,16 +118,16 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
 	addTool(s, toolDef{name: "session_start", title: "Start a session",
 		description: "Create a durable session for one piece of work on a Gitea/Forgejo repository (an issue, a pull request, a branch) and its first run. " +
 			"Call it once when you begin new work; keep the returned session.id, run.id and run.fencing_token: every later call needs them. " +
-			"Give an idempotency_key you keep (e.g. derived from the task) so a retry after a crash returns the same session instead of a second one. " +
+			"Give an idempotency_key derived from the task (e.g. \"acme/widgets#12 author\"): the key names the task, so the same key for the same repo, target and role returns the session it created (its first answer, whatever agent says) after a crash or restart, instead of a second one; then call session_resume before acting. " +
 			"Refused with code draining while the daemon drains before a deploy.",
 		input: b.objectOf(b.requestSchema("POST", "/v1/sessions"),
 			map[string]any{"idempotency_key": map[string]any{"type": "string", "maxLength": 255,
-				"description": "makes a repeat of this call a replay of the first answer"}}),
+				"description": "names the task: the same key for the same repo, target and role answers the session it created"}}),
 		output: asObject(newBundle(), "POST", "/v1/sessions", "201")},
 		func(ctx context.Context, in sessionStartIn) (any, error) {
 			out, err := c.Sessions().Create(ctx, &in.CreateSessionRequest, &client.WriteOptions{IdempotencyKey: in.IdempotencyKey})
 			if err == nil && onSession != nil {
-				onSession(out.Session.ID)
+				onSession(out.Session)
 			}
 			return out, err
 		})
@@ -128,14 +138,17 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
 			"Continue from the checkpoint only when resumable is true. Otherwise act on each entry of explanations: stale means the branch moved (fetch and re-check before writing); " +
 			"lease_lost means re-acquire leases; unverified means the daemon has no evidence yet (treat the checkpoint as a hint, verify the branch yourself); invalidated means the PR or branch is gone (end the session). " +
 			"A pending_mutation comes back with the forge's answer: outcome done (do not do it again), not_done (do it, with the same idempotency key) or unknown (check it yourself by its idempotency key before doing it again). " +
-			"With takeover true (and a reason) a new run supersedes the current one, whose later calls are refused: use it only when the previous run is really gone; the answer's run then carries your new run id and fencing token.",
+			"With takeover true (and a reason) a new run supersedes the current one, whose later calls are refused: use it only when the previous run is really gone; the answer's run then carries your new run id and fencing token, and leases the leases your run now holds with their new fencing tokens (name those in your next checkpoint). " +
+			"To claim a handoff others may claim too (a session waiting on your role), pass if_run: the run you saw current (\"\" for a parked session); if another claimant came first the answer is run_changed: leave that session.",
 		input: b.objectOf(nil, map[string]any{
 			"session_id": id("the session"),
 			"run_id":     id("your run, if you are its current run: counts as a sign of life"),
 			"takeover":   map[string]any{"type": "boolean", "description": "start a new run that supersedes the current one"},
-			"reason":     map[string]any{"type": "string", "maxLength": 1024, "description": "why you take over (recorded)"},
-			"agent":      b.refTo("Agent")}, "session_id"),
-		output: asObject(newBundle(), "GET", "/v1/sessions/{id}/resume", "200")},
+			"if_run": map[string]any{"type": "string", "pattern": "^(run_[0-9a-f]{32})?$",
+				"description": "with takeover: only if this run is still current (\"\": only if none is); else run_changed"},
+			"reason": map[string]any{"type": "string", "maxLength": 1024, "description": "why you take over (recorded)"},
+			"agent":  b.refTo("Agent")}, "session_id"),
+		output: withLeases(asObject(newBundle(), "GET", "/v1/sessions/{id}/resume", "200"))},
 		func(ctx context.Context, in sessionResumeIn) (any, error) {
 			runID := in.RunID
 			if in.Takeover {
@@ -143,17 +156,19 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
 				if in.Agent != nil {
 					agent = *in.Agent
 				}
-				run, err := c.Sessions().Takeover(ctx, in.SessionID, in.Reason, agent)
+				taken, err := c.Sessions().StartRun(ctx, in.SessionID,
+					&client.StartRunRequest{Takeover: true, IfRun: in.IfRun, Reason: in.Reason, Agent: agent})
 				if err != nil {
 					return nil, err
 				}
-				v, err := c.Sessions().Resume(ctx, in.SessionID, run.ID)
+				v, err := c.Sessions().Resume(ctx, in.SessionID, taken.Run.ID)
 				if err != nil {
-					// The takeover happened: the new run is the caller's
-					// whatever the read says, so it must not be lost.
-					return nil, &takeoverError{run: run, err: err}
+					// The takeover happened: the new run and its leases
+					// are the caller's whatever the read says, so they
+					// must not be lost.
+					return nil, &takeoverError{taken: taken, err: err}
 				}
-				return v, nil
+				return takenOver{Resume: v, Leases: taken.Leases}, nil
 			}
 			return c.Sessions().Resume(ctx, in.SessionID, runID)
 		})
@@ -231,7 +246,7 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
 	addTool(s, toolDef{name: "session_end", title: "End a session", destructive: true,
 		description: "End the session when the work is done (outcome completed) or given up (abandoned), with a reason. It releases every lease of the session and cannot be undone. Write a final checkpoint first.",
 		input: b.objectOf(b.requestSchema("POST", "/v1/sessions/{id}/end"),
-			map[string]any{"session_id": id("the session")}, "session_id"),
+			map[string]any{"session_id": id("the session")}, "session_id", "run_id"),
 		output: asObject(newBundle(), "POST", "/v1/sessions/{id}/end", "200")},
 		func(ctx context.Context, in sessionEndIn) (any, error) {
 			sess, err := c.Sessions().End(ctx, in.SessionID, &in.EndRequest)
@@ -254,4 +269,33 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(id string)) {
 func asObject(b *bundle, method, path, status string) map[string]any {
 	s := b.inline(b.responseSchema(method, path, status))
 	return b.schema(s)
+}
+
+// withLeases is the resume verdict's schema with the leases a takeover
+// hands back (takenOver).
+func withLeases(resume map[string]any) map[string]any {
+	b := newBundle()
+	lease := b.refTo("Lease")
+	props := map[string]any{}
+	for k, v := range resume["properties"].(map[string]any) {
+		props[k] = v
+	}
+	props["leases"] = map[string]any{"type": "array", "items": lease,
+		"description": "after a takeover: the leases your new run holds, with their new fencing tokens"}
+	out := map[string]any{}
+	for k, v := range resume {
+		out[k] = v
+	}
+	out["properties"] = props
+	defs := map[string]any{}
+	if d, ok := resume["$defs"].(map[string]any); ok {
+		for k, v := range d {
+			defs[k] = v
+		}
+	}
+	for k, v := range b.defs {
+		defs[k] = v
+	}
+	out["$defs"] = defs
+	return out
 }

@@ -14,7 +14,7 @@ import (
 // package api holds them together with its error table).
 var problemCodes = []string{"ok", "internal",
 	"invalid_json", "invalid_checkpoint", "invalid_request", "unauthorized", "forbidden", "not_found", "gone",
-	"run_superseded", "run_active", "session_ended", "no_current_run", "idempotency_conflict", "idempotency_in_flight",
+	"run_superseded", "run_active", "run_changed", "session_ended", "no_current_run", "idempotency_conflict", "idempotency_in_flight",
 	"lease_held", "lease_lost", "drain_blocked", "contended", "drain_running", "draining", "store_unavailable", "checkpoint_corrupt",
 	"payload_too_large", "unsupported_media_type", "method_not_allowed", "invalid_idempotency_key", "invalid_query", "too_many_watchers"}
 

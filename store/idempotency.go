@@ -35,6 +35,16 @@ type Idempotency struct {
 	Render            func(result any) ([]byte, error)
 }
 
+// IdempotencyConflict is a key used before for a different request
+// (checkpointd.ErrIdempotencyConflict); Stored is the response of that
+// request when it completed, so the caller may say what the key names.
+type IdempotencyConflict struct{ Stored []byte }
+
+func (e *IdempotencyConflict) Error() string {
+	return checkpointd.ErrIdempotencyConflict.Error() + ": the key was used for a different request"
+}
+func (e *IdempotencyConflict) Unwrap() error { return checkpointd.ErrIdempotencyConflict }
+
 // Replay is the stored response of a completed idempotent request.
 type Replay struct {
 	Status int
@@ -119,18 +129,20 @@ func (s *Store) claimAs(ctx context.Context, scope, key, digest, claim, owner st
 		if err := tx.GetContext(ctx, &row, tx.Rebind(`SELECT digest, claim, owner, claimed_at, status, response FROM idempotency WHERE scope = ? AND idem_key = ?`), scope, key); err != nil {
 			return err
 		}
-		switch {
-		case row.Digest != digest:
-			return fmt.Errorf("%w: the key was used for a different request", checkpointd.ErrIdempotencyConflict)
-		case row.Status != 0:
+		var stored []byte
+		if row.Status != 0 {
 			if s.keys == nil {
 				return errNoKeys
 			}
-			body, err := s.keys.Open(row.Response, idemAAD(scope, key))
-			if err != nil {
+			if stored, err = s.keys.Open(row.Response, idemAAD(scope, key)); err != nil {
 				return fmt.Errorf("%w: stored response unreadable: %w", checkpointd.ErrStoreUnavailable, err)
 			}
-			replay = &Replay{Status: row.Status, Body: body}
+		}
+		switch {
+		case row.Digest != digest:
+			return &IdempotencyConflict{Stored: stored}
+		case row.Status != 0:
+			replay = &Replay{Status: row.Status, Body: stored}
 			return nil
 		}
 		free, err := s.claimFree(ctx, tx, row, owner, now)

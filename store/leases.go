@@ -277,26 +277,30 @@ func (s *Store) reapResource(ctx context.Context, tx *sqlx.Tx, ch *changes, key 
 
 // moveLeases hands a session's held leases to its new run on takeover, each
 // with a new fencing token, in the takeover's transaction.
-func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, sessionID, oldRun, newRun string, now time.Time) error {
+func (s *Store) moveLeases(ctx context.Context, tx *sqlx.Tx, ch *changes, sessionID, oldRun, newRun string, now time.Time) ([]checkpointd.Lease, error) {
 	var held []leaseRow
 	if err := tx.SelectContext(ctx, &held, tx.Rebind(selectLease+` WHERE session_id = ? AND state = 'held' AND expires_at > ? ORDER BY id`), sessionID, micros(now)); err != nil {
-		return err
+		return nil, err
 	}
+	moved := make([]checkpointd.Lease, 0, len(held))
 	for _, r := range held {
+		l := r.lease()
 		var token int64
-		if err := tx.QueryRowxContext(ctx, tx.Rebind(bumpResource), r.lease().Resource.Key(), r.ID).Scan(&token); err != nil {
-			return err
+		if err := tx.QueryRowxContext(ctx, tx.Rebind(bumpResource), l.Resource.Key(), r.ID).Scan(&token); err != nil {
+			return nil, err
 		}
 		if _, err := tx.ExecContext(ctx, tx.Rebind(`UPDATE leases SET run_id = ?, fencing_token = ? WHERE id = ?`), newRun, token, r.ID); err != nil {
-			return err
+			return nil, err
 		}
 		ch.lease(checkpointd.EventLeaseMoved)
 		if err := appendEvent(ctx, tx, sessionID, now, checkpointd.EventLeaseMoved, newRun,
 			map[string]any{"lease_id": r.ID, "from_run": oldRun, "fencing_token": token}); err != nil {
-			return err
+			return nil, err
 		}
+		l.Holder.RunID, l.FencingToken = newRun, token
+		moved = append(moved, *l)
 	}
-	return nil
+	return moved, nil
 }
 
 // releaseSessionLeases ends every held lease of a session that ends.

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/store"
@@ -568,6 +570,16 @@ func TestLeaseTakeoverMovesLeases(t *testing.T) {
 		if g := getLease(t, s, gone.ID); g.Holder.RunID != run1.ID || g.FencingToken != 1 {
 			t.Errorf("an expired grant was moved: %+v", g)
 		}
+		// The answer lists the moved leases as stored, new tokens and all,
+		// and not the expired one.
+		var stored []checkpointd.Lease
+		for _, l := range []*checkpointd.Lease{l1, l2} {
+			stored = append(stored, *getLease(t, s, l.ID))
+		}
+		slices.SortFunc(stored, func(a, b checkpointd.Lease) int { return strings.Compare(a.ID, b.ID) })
+		if diff := cmp.Diff(stored, run2.Leases, cmpopts.EquateApproxTime(time.Microsecond)); diff != "" {
+			t.Errorf("the takeover's leases (-stored +answered):\n%s", diff)
+		}
 		names := map[string]string{l1.ID: "l1", l2.ID: "l2", gone.ID: "gone"}
 		want := []string{"run.superseded", "run.started", "lease.moved l1 token=2", "lease.moved l2 token=2"}
 		if l1.ID > l2.ID {
@@ -601,7 +613,7 @@ func TestLeaseTakeoverMovesLeases(t *testing.T) {
 		}
 
 		// Completeness checks the new tokens.
-		stale := withLeases(doc(run2, "implementing"), l1)
+		stale := withLeases(doc(run2.Run, "implementing"), l1)
 		cp, err := write(ctx, s, a.ID, stale)
 		if err != nil {
 			t.Fatal(err)
@@ -609,7 +621,7 @@ func TestLeaseTakeoverMovesLeases(t *testing.T) {
 		if diff := cmp.Diff([]string{"lease:" + l1.ID}, cp.Missing); diff != "" {
 			t.Errorf("a checkpoint naming the pre-takeover token: missing (-want +got):\n%s", diff)
 		}
-		cp, err = write(ctx, s, a.ID, withLeases(doc(run2, "implementing"), getLease(t, s, l1.ID), getLease(t, s, l2.ID)))
+		cp, err = write(ctx, s, a.ID, withLeases(doc(run2.Run, "implementing"), getLease(t, s, l1.ID), getLease(t, s, l2.ID)))
 		if err != nil || !cp.Complete {
 			t.Fatalf("a checkpoint naming the moved leases: %+v, %v; want complete", cp, err)
 		}

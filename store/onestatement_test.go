@@ -321,7 +321,7 @@ var oneStatementScenario = []oneStatementStep{
 		if err != nil {
 			t.Fatalf("StartRun: %v", err)
 		}
-		st.old, st.run = st.run, run
+		st.old, st.run = st.run, run.Run
 		w.id(run.ID)
 		return "run started"
 	}},

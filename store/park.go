@@ -70,7 +70,8 @@ func (s *Store) ParkSession(ctx context.Context, sessionID string, by Operator, 
 			map[string]any{"by": by, "reason": reason}); err != nil {
 			return err
 		}
-		return s.moveLeases(ctx, tx, ch, sessionID, st.CurrentRunID, "", now)
+		_, err = s.moveLeases(ctx, tx, ch, sessionID, st.CurrentRunID, "", now)
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func TestReplicasShareInvariants(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				runs = append(runs, run)
+				runs = append(runs, run.Run)
 				mu.Unlock()
 			}()
 		}

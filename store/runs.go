@@ -17,6 +17,18 @@ type NewRun struct {
 	Takeover bool
 	Reason   string
 	Agent    checkpointd.Agent
+	// IfRun, when set, makes a takeover conditional: it happens only while
+	// *IfRun is the current run, or, when it is "", while none is (a
+	// parked session). Otherwise checkpointd.ErrRunChanged: of two agents
+	// claiming one handed-off session, one wins.
+	IfRun *string
+}
+
+// StartedRun is a run just started, with the leases it holds: those of
+// the run it superseded, moved to it under new fencing tokens.
+type StartedRun struct {
+	*checkpointd.Run
+	Leases []checkpointd.Lease
 }
 
 // takeOver and startParked share their text by composition, not by
@@ -38,21 +50,31 @@ const supersedeRun = `UPDATE runs SET superseded_at = ?, superseded_by = ? WHERE
 // start that did not ask to take over.
 const startParked = startRunSet + ` AND current_run_id = ''` + startRunReturning
 
+// takeOverIf is takeOver only while the given run is current (” for
+// none): the conditional takeover of NewRun.IfRun.
+const takeOverIf = startRunSet + ` AND current_run_id = ?` + startRunReturning
+
 // StartRun starts a new run on an active session. Without takeover it fails
 // with checkpointd.ErrRunActive while the session has a current run; with
 // takeover the current run is superseded and the new run gets the next
 // fencing token. A parked session (no current run) starts its next run
 // either way. The new run picks up the session's held leases with new
-// tokens. Concurrent takeovers serialise on the session row and leave
-// exactly one current run. Errors: ErrNotFound, ErrSessionEnded,
-// ErrDraining (a drain gates new runs), ErrRunActive, ErrStoreUnavailable.
-func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*checkpointd.Run, error) {
+// tokens, and the answer lists them. Concurrent takeovers serialise on the
+// session row and leave exactly one current run. Errors: ErrNotFound,
+// ErrSessionEnded, ErrDraining (a drain gates new runs), ErrRunActive,
+// ErrRunChanged (IfRun no longer holds), ErrInvalidRequest (IfRun without
+// Takeover), ErrStoreUnavailable.
+func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*StartedRun, error) {
+	if in.IfRun != nil && !in.Takeover {
+		return nil, checkpointd.Invalid("/if_run", "only with takeover: true")
+	}
 	now := s.now()
 	rid := checkpointd.NewID(checkpointd.PrefixRun)
 	agentJSON, _ := json.Marshal(in.Agent)
 	live := true
 	run := &checkpointd.Run{ID: rid, SessionID: sessionID, Agent: in.Agent, StartedAt: now, TakeoverReason: in.Reason,
 		LastSeenAt: &now, Live: &live}
+	var leases []checkpointd.Lease
 	err := s.change(ctx, CauseLease, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		st, err := getSessionState(ctx, tx, sessionID)
 		if err != nil {
@@ -64,15 +86,21 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 		if err := s.refuseIfDraining(ctx, tx); err != nil {
 			return err
 		}
-		q := takeOver
-		if !in.Takeover {
+		q, args := takeOver, []any{rid, micros(now), micros(now), sessionID}
+		switch {
+		case !in.Takeover:
 			if st.CurrentRunID != "" {
 				return fmt.Errorf("%w: run %s is current; start with takeover to supersede it", checkpointd.ErrRunActive, st.CurrentRunID)
 			}
 			q = startParked
+		case in.IfRun != nil:
+			if st.CurrentRunID != *in.IfRun {
+				return runChanged(st.CurrentRunID)
+			}
+			q, args = takeOverIf, append(args, *in.IfRun)
 		}
 		var token, eseq int64
-		if err := tx.QueryRowxContext(ctx, tx.Rebind(q), rid, micros(now), micros(now), sessionID).Scan(&token, &eseq); err != nil {
+		if err := tx.QueryRowxContext(ctx, tx.Rebind(q), args...).Scan(&token, &eseq); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				// Force-cleared between the read and the update: gone,
 				// not ended (the row and its tombstone are read afresh).
@@ -82,6 +110,11 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 			}
 			if errors.Is(err, sql.ErrNoRows) && !in.Takeover {
 				return fmt.Errorf("%w: a run started meanwhile; start with takeover to supersede it", checkpointd.ErrRunActive)
+			}
+			if errors.Is(err, sql.ErrNoRows) && in.IfRun != nil {
+				if st, rerr := getSessionState(ctx, tx, sessionID); rerr == nil && st.State == string(checkpointd.SessionActive) {
+					return runChanged(st.CurrentRunID) // another claimant won
+				}
 			}
 			if errors.Is(err, sql.ErrNoRows) {
 				return checkpointd.ErrSessionEnded // ended between the read and the update
@@ -120,12 +153,27 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, in NewRun) (*che
 			map[string]any{"fencing_token": token, "takeover": in.Takeover, "after_park": parked, "reason": in.Reason, "agent": in.Agent}); err != nil {
 			return err
 		}
-		return s.moveLeases(ctx, tx, ch, sessionID, old.ID, rid, now)
+		moved, err := s.moveLeases(ctx, tx, ch, sessionID, old.ID, rid, now)
+		leases = moved
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return run, nil
+	if leases == nil {
+		leases = []checkpointd.Lease{}
+	}
+	return &StartedRun{Run: run, Leases: leases}, nil
+}
+
+// runChanged is the refusal of a conditional takeover whose run is no
+// longer (or not yet) current: it names the current run, which the caller
+// may see anyway by reading the session.
+func runChanged(current string) error {
+	if current == "" {
+		return fmt.Errorf("%w: no run is current now (the session was parked)", checkpointd.ErrRunChanged)
+	}
+	return fmt.Errorf("%w: run %s is current now", checkpointd.ErrRunChanged, current)
 }
 
 const (

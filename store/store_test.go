@@ -140,7 +140,7 @@ func TestSessionLifecycle(t *testing.T) {
 		if _, err := write(ctx, s, sess.ID, doc(run1, "testing")); !errors.Is(err, checkpointd.ErrRunSuperseded) {
 			t.Fatalf("write by superseded run: %v, want ErrRunSuperseded", err)
 		}
-		forged := doc(run2, "testing")
+		forged := doc(run2.Run, "testing")
 		forged.FencingToken = 1
 		if _, err := write(ctx, s, sess.ID, forged); !errors.Is(err, checkpointd.ErrRunSuperseded) {
 			t.Fatalf("write with old token: %v, want ErrRunSuperseded", err)
@@ -148,7 +148,7 @@ func TestSessionLifecycle(t *testing.T) {
 		if _, err := s.EndSession(ctx, sess.ID, run1.ID, checkpointd.OutcomeCompleted); !errors.Is(err, checkpointd.ErrRunSuperseded) {
 			t.Fatalf("end by superseded run: %v, want ErrRunSuperseded", err)
 		}
-		if cp, err := write(ctx, s, sess.ID, doc(run2, "testing")); err != nil || cp.Seq != 3 {
+		if cp, err := write(ctx, s, sess.ID, doc(run2.Run, "testing")); err != nil || cp.Seq != 3 {
 			t.Fatalf("write by new run: %v, %+v", err, cp)
 		}
 		ended, err := s.EndSession(ctx, sess.ID, run2.ID, checkpointd.OutcomeCompleted)
@@ -158,7 +158,7 @@ func TestSessionLifecycle(t *testing.T) {
 		if ended.State != checkpointd.SessionEnded || ended.Outcome != checkpointd.OutcomeCompleted || ended.CurrentRun != nil {
 			t.Fatalf("ended session: %+v", ended)
 		}
-		if _, err := write(ctx, s, sess.ID, doc(run2, "done")); !errors.Is(err, checkpointd.ErrSessionEnded) {
+		if _, err := write(ctx, s, sess.ID, doc(run2.Run, "done")); !errors.Is(err, checkpointd.ErrSessionEnded) {
 			t.Fatalf("write to ended session: %v, want ErrSessionEnded", err)
 		}
 		if _, err := s.StartRun(ctx, sess.ID, store.NewRun{Takeover: true}); !errors.Is(err, checkpointd.ErrSessionEnded) {
@@ -266,7 +266,7 @@ func TestConcurrentTakeoversLeaveOneCurrentRun(t *testing.T) {
 					t.Errorf("takeover: %v", err)
 					return
 				}
-				runs <- r
+				runs <- r.Run
 			}()
 		}
 		wg.Wait()
@@ -398,6 +398,67 @@ func TestStoreDownIsUnavailable(t *testing.T) {
 		}
 		if err := s.Ready(ctx); !errors.Is(err, checkpointd.ErrStoreUnavailable) {
 			t.Errorf("ready on closed store: %v", err)
+		}
+	})
+}
+
+// Claimants of one handoff (DESIGN §6 if_run): of n conditional takeovers
+// naming the same run, exactly one starts a run and the others are
+// refused with ErrRunChanged, and likewise for "" on a parked session.
+func TestConditionalTakeoversHaveOneWinner(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		sess := newSession(t, s, "owner/name")
+		claim := func(ifRun string) (won []*store.StartedRun, changed int) {
+			const n = 8
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := s.StartRun(ctx, sess.ID, store.NewRun{Takeover: true, Reason: "claim", IfRun: &ifRun})
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						won = append(won, r)
+					case errors.Is(err, checkpointd.ErrRunChanged):
+						changed++
+					default:
+						t.Errorf("claim: %v", err)
+					}
+				}()
+			}
+			wg.Wait()
+			if len(won) != 1 || changed != n-1 {
+				t.Fatalf("if_run %q: %d won, %d refused with run_changed; want 1 and %d", ifRun, len(won), changed, n-1)
+			}
+			return won, changed
+		}
+		won, _ := claim(sess.CurrentRun.ID)
+		got, err := s.GetSession(ctx, sess.ID)
+		if err != nil || got.CurrentRun.ID != won[0].ID {
+			t.Fatalf("current run %+v (%v), want the winner %s", got.CurrentRun, err, won[0].ID)
+		}
+		// The first run is gone now: a claim naming it is refused.
+		if _, err := s.StartRun(ctx, sess.ID, store.NewRun{Takeover: true, IfRun: &sess.CurrentRun.ID}); !errors.Is(err, checkpointd.ErrRunChanged) {
+			t.Errorf("a claim naming a superseded run: %v, want ErrRunChanged", err)
+		}
+		none := ""
+		if _, err := s.StartRun(ctx, sess.ID, store.NewRun{Takeover: true, IfRun: &none}); !errors.Is(err, checkpointd.ErrRunChanged) {
+			t.Errorf(`if_run "" while a run is current: %v, want ErrRunChanged`, err)
+		}
+		if _, err := s.StartRun(ctx, sess.ID, store.NewRun{IfRun: &none}); !errors.Is(err, checkpointd.ErrInvalidRequest) {
+			t.Errorf("if_run without takeover: %v, want ErrInvalidRequest", err)
+		}
+		if _, err := s.ParkSession(ctx, sess.ID, store.Operator{Name: "op"}, "handoff", nil); err != nil {
+			t.Fatal(err)
+		}
+		won, _ = claim("")
+		if got, err := s.GetSession(ctx, sess.ID); err != nil || got.CurrentRun == nil || got.CurrentRun.ID != won[0].ID {
+			t.Fatalf("after the claim of the parked session: %+v (%v), want run %s", got, err, won[0].ID)
 		}
 	})
 }

@@ -34,6 +34,22 @@ func TestMCPBridge(t *testing.T) {
 		t.Errorf("the bridge without a token: %v %s", err, out)
 	}
 
+	// A bogus token or a dead daemon is reported at start, on stderr,
+	// with a non-zero exit: not at the first tool call.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	for _, tc := range []struct{ url, token, want string }{
+		{d.URL, "cpd_bogus", "refuses the token"},
+		{dead.URL, agent, "cannot reach the daemon"},
+	} {
+		cmd := exec.Command(bin, "mcp", "--url", tc.url, "--token", tc.token, "--call-timeout", "5s")
+		var stderr bytes.Buffer
+		cmd.Stdin, cmd.Stderr = strings.NewReader(""), &stderr
+		if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("the bridge at %s with token %.9s: %v, stderr %q; want a non-zero exit saying %q", tc.url, tc.token, err, stderr.String(), tc.want)
+		}
+	}
+
 	c := sdk.NewClient(&sdk.Implementation{Name: "bridge-test", Version: "1"}, nil)
 	cs, err := c.Connect(t.Context(), &sdk.CommandTransport{Command: exec.Command(bin, "mcp", "--url", d.URL, "--token", agent)}, nil)
 	if err != nil {
@@ -79,6 +95,12 @@ func TestMCPBridgeAgainstABadDaemon(t *testing.T) {
 		// Read first: net/http notices a client that went away (and ends
 		// the request's context) only once the body is consumed.
 		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method == "GET" && r.URL.Path == "/v1/drain" {
+			// Healthy for the bridge's start-up check; bad afterwards.
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"draining":false,"counts":{"active":0,"ready":0,"blocking":0},"blocking":[]}`)
+			return
+		}
 		switch mode.Load() {
 		case "garbage":
 			w.Header().Set("Content-Type", "application/json")
