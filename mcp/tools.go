@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -275,27 +276,16 @@ func asObject(b *bundle, method, path, status string) map[string]any {
 // hands back (takenOver).
 func withLeases(resume map[string]any) map[string]any {
 	b := newBundle()
-	lease := b.refTo("Lease")
-	props := map[string]any{}
-	for k, v := range resume["properties"].(map[string]any) {
-		props[k] = v
-	}
-	props["leases"] = map[string]any{"type": "array", "items": lease,
+	props := maps.Clone(resume["properties"].(map[string]any))
+	props["leases"] = map[string]any{"type": "array", "items": b.refTo("Lease"),
 		"description": "after a takeover: the leases your new run holds, with their new fencing tokens"}
-	out := map[string]any{}
-	for k, v := range resume {
-		out[k] = v
+	defs, _ := resume["$defs"].(map[string]any)
+	defs = maps.Clone(defs)
+	if defs == nil {
+		defs = map[string]any{}
 	}
-	out["properties"] = props
-	defs := map[string]any{}
-	if d, ok := resume["$defs"].(map[string]any); ok {
-		for k, v := range d {
-			defs[k] = v
-		}
-	}
-	for k, v := range b.defs {
-		defs[k] = v
-	}
-	out["$defs"] = defs
+	maps.Copy(defs, b.defs)
+	out := maps.Clone(resume)
+	out["properties"], out["$defs"] = props, defs
 	return out
 }
