@@ -360,3 +360,49 @@ func TestFleetBranchAndCounts(t *testing.T) {
 		f.do("GET", "/v1/fleet", "", nil).expect(t, 401, "unauthorized")
 	})
 }
+
+// TestSessionsByIssueAndPR: issue and pr find the sessions on that issue
+// or pull request of one repo (how a restarted agent finds its session);
+// without an exact repo, or with a number that is not one, they are a 422
+// naming the parameter; the token's scope still applies.
+func TestSessionsByIssueAndPR(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		h := newLeaseHarness(t, b)
+		create := func(repo string, issue, pr int) string {
+			body := map[string]any{"repo": repo, "role": "author", "agent": sessionBody["agent"]}
+			if issue != 0 {
+				body["issue"] = issue
+			}
+			if pr != 0 {
+				body["pr"] = pr
+			}
+			return h.do("POST", "/v1/sessions", h.agent, body).expect(t, 201, "").str("session", "id")
+		}
+		widgets12 := create("acme/widgets", 12, 0)
+		create("acme/gadgets", 12, 0)
+		create("acme/widgets", 13, 0)
+		widgetsPR := create("acme/widgets", 0, 12)
+		widgets12Again := create("Acme/Widgets", 12, 0)
+
+		if diff := cmp.Diff([]string{widgets12Again, widgets12}, h.listed(h.reader, "repo=acme/widgets&issue=12")); diff != "" {
+			t.Errorf("repo and issue (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{widgetsPR}, h.listed(h.reader, "repo=ACME/widgets&pr=12")); diff != "" {
+			t.Errorf("repo and pr (-want +got):\n%s", diff)
+		}
+		if got := h.listed(h.reader, "repo=acme/widgets&issue=12&pr=12"); len(got) != 0 {
+			t.Errorf("issue and pr together match no session here, got %v", got)
+		}
+		other := h.token(checkpointd.RoleReader, []string{"other/*"})
+		if got := h.listed(other, "repo=acme/widgets&issue=12"); len(got) != 0 {
+			t.Errorf("outside the scope: %v", got)
+		}
+		for _, q := range []string{"issue=12", "repo=acme/*&issue=12", "pr=3", "repo=acme/widgets&issue=0",
+			"repo=acme/widgets&issue=-1", "repo=acme/widgets&pr=x", "repo=acme/widgets&issue=99999999999999999999"} {
+			r := h.do("GET", "/v1/sessions?"+q, h.reader, nil).expect(t, 422, "invalid_request")
+			if !strings.Contains(r.str("detail"), "issue") && !strings.Contains(r.str("detail"), "pr") {
+				t.Errorf("%s: the detail names no parameter: %s", q, r.raw)
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,25 @@ func (a *api) sessionFilter(r *http.Request, c cursor) (store.SessionFilter, err
 	// anything else could match no session.
 	if f.WaitingOn != "" && !rolePattern.MatchString(f.WaitingOn) {
 		return f, checkpointd.Invalid("waiting_on", "must be a name: a lowercase letter, then up to 63 of a-z, 0-9, _, ., -")
+	}
+	for _, n := range []struct {
+		name string
+		into *int64
+	}{{"issue", &f.Issue}, {"pr", &f.PR}} {
+		v := q.Get(n.name)
+		if v == "" {
+			continue
+		}
+		num, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || num < 1 {
+			return f, checkpointd.Invalid(n.name, "must be a positive number")
+		}
+		// An issue number means something only within a repo; an exact
+		// repo also keeps the query on one index walk.
+		if !checkpointd.ValidRepo(f.Repo) {
+			return f, checkpointd.Invalid(n.name, "needs repo as owner/name")
+		}
+		*n.into = num
 	}
 	if f.Branch != "" && !checkpointd.ValidBranch(f.Branch) {
 		return f, checkpointd.Invalid("branch", fmt.Sprintf("must be 1-%d bytes without control characters", checkpointd.MaxBranchLength))

@@ -116,6 +116,9 @@ type SessionListOptions struct {
 	Sort      string
 	// Branch keeps the sessions bound to this branch (exact).
 	Branch string
+	// Issue and PR keep the sessions on that issue or pull request; they
+	// need an exact Repo (owner/name).
+	Issue, PR int64
 	ListOptions
 }
 
@@ -135,6 +138,12 @@ func (o SessionListOptions) query() url.Values {
 	set("branch", o.Branch)
 	if o.Live != nil {
 		q.Set("live", strconv.FormatBool(*o.Live))
+	}
+	if o.Issue != 0 {
+		q.Set("issue", strconv.FormatInt(o.Issue, 10))
+	}
+	if o.PR != 0 {
+		q.Set("pr", strconv.FormatInt(o.PR, 10))
 	}
 	return q
 }

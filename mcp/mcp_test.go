@@ -258,7 +258,7 @@ func TestToolsAnnounced(t *testing.T) {
 		"session_start": {}, "session_resume": {}, "checkpoint_write": {Idempotent: true},
 		"lease_acquire": {}, "lease_renew": {}, "lease_release": {Destructive: true},
 		"heartbeat": {Idempotent: true}, "session_end": {Destructive: true},
-		"drain_status": {ReadOnly: true, Idempotent: true},
+		"drain_status": {ReadOnly: true, Idempotent: true}, "session_find": {ReadOnly: true, Idempotent: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tools and annotations (-want +got):\n%s", diff)
@@ -498,4 +498,76 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// TestSessionFind: a restarted agent finds its session by repo and issue;
+// the next actor finds what waits on its role and claims it with if_run,
+// and of two reviewers claiming the same handoff exactly one wins.
+func TestSessionFind(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		d := newDaemon(t, b)
+		author := newCaller(t, d.connect(t, d.token(checkpointd.RoleAgent, "acme/*"), nil))
+		started := author.must("session_start", map[string]any{"repo": "acme/widgets", "role": "author", "issue": 12, "branch": "fix-12",
+			"agent": map[string]any{"runtime": "test"}})
+		sid, run := str(started, "session", "id"), str(started, "run", "id")
+		other := author.must("session_start", map[string]any{"repo": "acme/widgets", "role": "author", "issue": 13, "agent": map[string]any{}})
+		author.must("session_start", map[string]any{"repo": "acme/gadgets", "role": "author", "issue": 12, "agent": map[string]any{}})
+
+		mine := author.must("session_find", map[string]any{"repo": "acme/widgets", "issue": 12})
+		items, _ := get(mine, "items").([]any)
+		if len(items) != 1 || str(items[0], "id") != sid || str(items[0], "run_id") != run || str(items[0], "role") != "author" ||
+			get(items[0], "issue") != 12.0 || str(items[0], "branch") != "fix-12" || str(items[0], "state") != "active" {
+			t.Fatalf("the restarted agent's find: %v", mine)
+		}
+		if _, te := author.call("session_find", map[string]any{"issue": 12}); te == nil || te.Code != "invalid_request" ||
+			!strings.Contains(te.Detail, "repo") {
+			t.Errorf("issue without repo: %+v", te)
+		}
+
+		handoff := checkpoint(run, 1, "review_requested")
+		handoff["blocker"] = map[string]any{"kind": "waiting_review", "summary": "ready for review", "waiting_on": "reviewer"}
+		author.must("checkpoint_write", map[string]any{"session_id": sid, "checkpoint": handoff})
+
+		reviewer := newCaller(t, d.connect(t, d.token(checkpointd.RoleAgent, "acme/*"), nil))
+		waiting := reviewer.must("session_find", map[string]any{"waiting_on": "reviewer"})
+		items, _ = get(waiting, "items").([]any)
+		if len(items) != 1 || str(items[0], "id") != sid || str(items[0], "stage") != "review_requested" || str(items[0], "run_id") != run {
+			t.Fatalf("what waits on a reviewer: %v", waiting)
+		}
+		claim := func() *toolError {
+			_, te := reviewer.call("session_resume", map[string]any{"session_id": sid, "takeover": true, "if_run": str(items[0], "run_id"),
+				"reason": "review", "agent": map[string]any{"runtime": "test"}})
+			return te
+		}
+		results := make(chan *toolError, 2)
+		for range 2 {
+			go func() { results <- claim() }()
+		}
+		var wins, changed int
+		for range 2 {
+			switch te := <-results; {
+			case te == nil:
+				wins++
+			case te.Code == "run_changed":
+				changed++
+			default:
+				t.Errorf("a claim: %+v", te)
+			}
+		}
+		if wins != 1 || changed != 1 {
+			t.Fatalf("two reviewers claim one handoff: %d won, %d run_changed; want 1 and 1", wins, changed)
+		}
+		// An ended session is found only when asked for.
+		author.must("session_end", map[string]any{"session_id": str(other, "session", "id"), "run_id": str(other, "run", "id"),
+			"outcome": "abandoned", "reason": "a duplicate"})
+		for state, want := range map[string]int{"": 0, "ended": 1, "any": 1} {
+			args := map[string]any{"repo": "acme/widgets", "issue": 13}
+			if state != "" {
+				args["state"] = state
+			}
+			if got, _ := get(author.must("session_find", args), "items").([]any); len(got) != want {
+				t.Errorf("state %q: %d sessions, want %d", state, len(got), want)
+			}
+		}
+	})
 }

@@ -1,7 +1,7 @@
 // Package mcp is checkpointd's Model Context Protocol server (DESIGN §13),
 // built on the official Go SDK: the tools session_start, session_resume,
 // checkpoint_write, lease_acquire, lease_renew, lease_release, heartbeat,
-// session_end and drain_status; the checkpoint schema and each in-scope
+// session_end, drain_status and session_find; the checkpoint schema and each in-scope
 // session as resources; and subscriptions to a session, notified from the
 // change feed when its validity, leases or run change.
 //
@@ -55,7 +55,7 @@ type Options struct {
 
 // instructions tell a model how the tools fit together.
 const instructions = "checkpointd keeps your work durable on Gitea/Forgejo. " +
-	"Start with session_start (new work) or session_resume (existing session: never continue from a checkpoint that is not resumable without checking). " +
+	"Start with session_start (new work) or session_resume (existing session: never continue from a checkpoint that is not resumable without checking); session_find finds your session after a restart, or the work waiting on your role. " +
 	"Hold leases on what you change (lease_acquire/lease_renew). Write a checkpoint (checkpoint_write) on every stage transition and before any forge mutation. " +
 	"Send heartbeat while you think without writing. When a call answers run_superseded, stop: another run owns the session. " +
 	"When drain_status says draining, write a complete checkpoint and stop. Subscribe to checkpointd://sessions/{id} to hear at once when your checkpoint goes stale."

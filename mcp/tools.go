@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -104,6 +105,49 @@ type heartbeatIn struct {
 type sessionEndIn struct {
 	SessionID string `json:"session_id"`
 	client.EndRequest
+}
+
+type sessionFindIn struct {
+	Repo      string `json:"repo,omitempty"`
+	Issue     int64  `json:"issue,omitempty"`
+	PR        int64  `json:"pr,omitempty"`
+	Branch    string `json:"branch,omitempty"`
+	WaitingOn string `json:"waiting_on,omitempty"`
+	State     string `json:"state,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+	Cursor    string `json:"cursor,omitempty"`
+}
+
+// foundSession is what session_find says of a session: enough to tell it
+// is yours (repo, target, role) or waits on you, and to claim it (the
+// current run for if_run), without the whole summary.
+type foundSession struct {
+	ID        string                   `json:"id"`
+	Repo      string                   `json:"repo"`
+	Role      string                   `json:"role"`
+	Issue     int64                    `json:"issue,omitempty"`
+	PR        int64                    `json:"pr,omitempty"`
+	Branch    string                   `json:"branch,omitempty"`
+	State     checkpointd.SessionState `json:"state"`
+	Parked    bool                     `json:"parked,omitempty"`
+	RunID     string                   `json:"run_id"`
+	Live      *bool                    `json:"live,omitempty"`
+	Validity  checkpointd.Validity     `json:"validity"`
+	Stage     string                   `json:"stage,omitempty"`
+	WaitingOn string                   `json:"waiting_on,omitempty"`
+	NextActor string                   `json:"next_actor,omitempty"`
+}
+
+func found(s *checkpointd.Session) foundSession {
+	f := foundSession{ID: s.ID, Repo: s.Repo, Role: s.Role, Issue: s.Issue, PR: s.PR, Branch: s.Branch,
+		State: s.State, Parked: s.Parked, Validity: s.Validity}
+	if s.CurrentRun != nil {
+		f.RunID, f.Live = s.CurrentRun.ID, s.CurrentRun.Live
+	}
+	if s.Latest != nil {
+		f.Stage, f.WaitingOn, f.NextActor = s.Latest.Stage, s.Latest.WaitingOn, s.Latest.NextActor
+	}
+	return f
 }
 
 type drainStatusIn struct {
@@ -252,6 +296,45 @@ func addTools(s *sdk.Server, c *client.Client, onSession func(*checkpointd.Sessi
 		func(ctx context.Context, in sessionEndIn) (any, error) {
 			sess, err := c.Sessions().End(ctx, in.SessionID, &in.EndRequest)
 			return map[string]any{"session": sess}, err
+		})
+
+	addTool(s, toolDef{name: "session_find", title: "Find sessions", readOnly: true, idempotent: true,
+		description: "Find sessions in your scope, newest first: after a restart, the one you were working on (repo with issue, pr or branch); " +
+			"or the work waiting on your role (waiting_on). Each item says who holds it (run_id, \"\" when parked) and its state of play; " +
+			"then call session_resume, with takeover and if_run set to that run_id to claim a handoff others may claim too.",
+		input: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+			"repo":       map[string]any{"type": "string", "description": "owner/name, or owner/* for every repo of an owner"},
+			"issue":      map[string]any{"type": "integer", "minimum": 1, "description": "the issue the session works on (needs repo as owner/name)"},
+			"pr":         map[string]any{"type": "integer", "minimum": 1, "description": "the pull request the session works on (needs repo as owner/name)"},
+			"branch":     map[string]any{"type": "string", "description": "the branch the session is bound to"},
+			"waiting_on": map[string]any{"type": "string", "description": "who the latest checkpoint's blocker waits on, e.g. a role"},
+			"state":      map[string]any{"type": "string", "enum": []any{"active", "ended", "any"}, "description": "default active"},
+			"limit":      map[string]any{"type": "integer", "minimum": 1, "maximum": 100, "description": "default 20"},
+			"cursor":     map[string]any{"type": "string", "description": "the previous answer's next_cursor, for the next page"}}},
+		output: map[string]any{"type": "object", "required": []any{"items"}, "properties": map[string]any{
+			"items": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}, "next_cursor": map[string]any{"type": "string"}}}},
+		func(ctx context.Context, in sessionFindIn) (any, error) {
+			state := checkpointd.SessionActive
+			switch in.State {
+			case "", "active":
+			case "any":
+				state = ""
+			default:
+				state = checkpointd.SessionState(in.State)
+			}
+			page, err := c.Sessions().List(ctx, client.SessionListOptions{State: state, Repo: in.Repo, Issue: in.Issue, PR: in.PR,
+				Branch: in.Branch, WaitingOn: in.WaitingOn, ListOptions: client.ListOptions{Limit: cmp.Or(in.Limit, 20), Cursor: in.Cursor}})
+			if err != nil {
+				return nil, err
+			}
+			items := make([]foundSession, len(page.Items))
+			for i := range page.Items {
+				items[i] = found(&page.Items[i])
+				if onSession != nil {
+					onSession(&page.Items[i])
+				}
+			}
+			return map[string]any{"items": items, "next_cursor": page.NextCursor}, nil
 		})
 
 	addTool(s, toolDef{name: "drain_status", title: "Drain status", readOnly: true, idempotent: true,

@@ -34,6 +34,9 @@ type SessionFilter struct {
 	WaitingOn string
 	// Branch is the branch the session is bound to (exact).
 	Branch string
+	// Issue and PR, when not 0, are the issue or pull request the session
+	// works on; the caller requires an exact Repo with them.
+	Issue, PR int64
 	// Live, when set, keeps the active sessions whose current run is live
 	// (true) or unresponsive (false) under --run-liveness. A parked or
 	// ended session has no current run and matches neither.
@@ -56,7 +59,8 @@ type SessionFilter struct {
 // sort=activity), repo (sessions_repo_id), validity (sessions_state_validity
 // with state), stage (sessions_stage), waiting_on (sessions_waiting_on, a
 // partial index of the sessions that wait on someone), branch
-// (sessions_branch). owner/* compares a
+// (sessions_branch), issue and pr with a repo (sessions_repo_issue,
+// sessions_repo_pr). owner/* compares a
 // prefix, which no index serves on both engines (their collations differ):
 // it filters rows an index walk in list order reads, stopping at limit.
 func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpointd.Session, error) {
@@ -79,6 +83,12 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 	}
 	if f.Branch != "" {
 		add("s.branch = ?", f.Branch)
+	}
+	if f.Issue != 0 {
+		add("s.issue = ?", f.Issue)
+	}
+	if f.PR != 0 {
+		add("s.pr = ?", f.PR)
 	}
 	if f.WaitingOn != "" {
 		// The predicate of the partial index, so the planners may use it.
