@@ -22,21 +22,12 @@ import (
 
 // CheckpointSchemaJSON is the JSON Schema (draft 2020-12) of checkpoint
 // documents, schema v1: the file docs/schema/checkpoint.v1.json, served at
-// GET /v1/schema/checkpoint. DecodeDocument validates against exactly these
+// GET /v1/schema/checkpoint with the configured roles and stages as enums
+// (Workflow.CheckpointSchema). DecodeDocument validates against exactly these
 // bytes. Callers must not modify it.
 //
 //go:embed docs/schema/checkpoint.v1.json
 var CheckpointSchemaJSON []byte
-
-// CheckpointSchemaFor returns the published JSON Schema of checkpoint
-// documents of a schema version, and false for a version this server does
-// not publish.
-func CheckpointSchemaFor(version int64) ([]byte, bool) {
-	if version != SchemaVersion {
-		return nil, false
-	}
-	return CheckpointSchemaJSON, true
-}
 
 const checkpointSchemaURL = "https://checkpointd.dev/schema/checkpoint.v1.json"
 

@@ -1,11 +1,14 @@
 package checkpointd
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 func TestDefaultWorkflow(t *testing.T) {
@@ -96,5 +99,60 @@ func TestParseNameList(t *testing.T) {
 				t.Errorf("ParseNameList(%q) (-want +got):\n%s", tt.in, diff)
 			}
 		})
+	}
+}
+
+// TestCheckpointSchemaNamesTheWorkflow: the served schema is the published
+// one with the configured roles and stages as enums, nothing else changed;
+// it accepts a document in them and refuses one outside them; the enums
+// read back; without a valid workflow it is the published schema.
+func TestCheckpointSchemaNamesTheWorkflow(t *testing.T) {
+	w := Workflow{Roles: []string{"author", "triager"}, Stages: []string{"planned", "shipping"}}
+	served := w.CheckpointSchema()
+	var got, published map[string]any
+	if err := json.Unmarshal(served, &got); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(CheckpointSchemaJSON, &published)
+	props := got["properties"].(map[string]any)
+	for name, want := range map[string][]string{"role": w.Roles, "stage": w.Stages} {
+		p := props[name].(map[string]any)
+		enum, _ := json.Marshal(p["enum"])
+		wantJSON, _ := json.Marshal(want)
+		if string(enum) != string(wantJSON) {
+			t.Errorf("%s enum %s, want %s", name, enum, wantJSON)
+		}
+		delete(p, "enum")
+	}
+	if diff := cmp.Diff(published, got); diff != "" {
+		t.Errorf("besides the enums the served schema differs (-published +served):\n%s", diff)
+	}
+
+	sch, err := compileSchema(checkpointSchemaURL, served, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func(role, stage string) any {
+		v, _ := jsonschema.UnmarshalJSON(strings.NewReader(`{"schema_version": 1, "run_id": "run_0123456789abcdef0123456789abcdef", "fencing_token": 1, "role": "` +
+			role + `", "stage": "` + stage + `"}`))
+		return v
+	}
+	if err := sch.Validate(doc("triager", "shipping")); err != nil {
+		t.Errorf("a document in the workflow: %v", err)
+	}
+	for _, d := range []any{doc("reviewer", "shipping"), doc("triager", "implementing")} {
+		if sch.Validate(d) == nil {
+			t.Error("a document outside the workflow passes the served schema")
+		}
+	}
+
+	if back, ok := WorkflowOfSchema(served); !ok || !cmp.Equal(back, w) {
+		t.Errorf("read back: %v %v", back, ok)
+	}
+	if _, ok := WorkflowOfSchema(CheckpointSchemaJSON); ok {
+		t.Error("the published schema names a workflow")
+	}
+	if !bytes.Equal((Workflow{}).CheckpointSchema(), CheckpointSchemaJSON) {
+		t.Error("the zero workflow's schema is not the published one")
 	}
 }

@@ -125,8 +125,10 @@ type Deps struct {
 
 type api struct {
 	Deps
-	log  *slog.Logger
-	gate *drain.Gate
+	// checkpointSchema is the schema served, with the workflow's enums.
+	checkpointSchema []byte
+	log              *slog.Logger
+	gate             *drain.Gate
 	// hub reads the change feed once for every watcher (watch_hub.go).
 	hub                               *feedHub
 	watchStop                         <-chan struct{}
@@ -140,7 +142,7 @@ func New(d Deps) http.Handler {
 	if d.MaxDocumentBytes <= 0 {
 		d.MaxDocumentBytes = checkpointd.DefaultMaxDocumentBytes
 	}
-	a := &api{Deps: d, log: d.Logger}
+	a := &api{Deps: d, log: d.Logger, checkpointSchema: d.Workflow.CheckpointSchema()}
 	if a.Failures == nil {
 		j, err := writefail.Open("", d.Store.Failures, d.Logger, 0)
 		if err != nil {
@@ -289,12 +291,11 @@ func (a *api) schema(w http.ResponseWriter, r *http.Request) error {
 		}
 		version = n
 	}
-	doc, ok := checkpointd.CheckpointSchemaFor(version)
-	if !ok {
+	if version != checkpointd.SchemaVersion {
 		return fmt.Errorf("checkpoint schema version %d is not published by this daemon (it publishes version %d): %w",
 			version, checkpointd.SchemaVersion, checkpointd.ErrNotFound)
 	}
 	w.Header().Set("Content-Type", "application/schema+json")
-	_, err := w.Write(doc)
+	_, err := w.Write(a.checkpointSchema)
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/api"
 	"github.com/checkpointd/checkpointd/store/storetest"
@@ -137,6 +139,11 @@ func TestHealthSchemaAndRouting(t *testing.T) {
 		s := h.do("GET", "/v1/schema/checkpoint", "", nil).expect(t, 200, "")
 		if s.str("$schema") == "" || s.get("properties", "workspace") == nil {
 			t.Fatalf("schema: %.200s", s.raw)
+		}
+		// The configured roles and stages, as enums a client reads first.
+		wf := checkpointd.DefaultWorkflow()
+		if got, _ := checkpointd.WorkflowOfSchema(s.raw); !cmp.Equal(got, wf) {
+			t.Errorf("the served schema names the workflow %v, want %v", got, wf)
 		}
 		h.do("GET", "/v1/nothing", h.operator, nil).expect(t, 404, "not_found")
 		h.do("DELETE", "/v1/sessions", h.operator, nil).expect(t, 405, "method_not_allowed")

@@ -26,6 +26,9 @@ type HTTPDeps struct {
 	// Authenticate resolves a token's hash to its principal.
 	Authenticate func(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
 	Version      string
+	// Workflow names the configured roles and stages in the tools' input
+	// schemas (Options.Workflow).
+	Workflow checkpointd.Workflow
 	// AllowedOrigins are browser origins (scheme://host[:port]) allowed to
 	// call /mcp besides a loopback page calling a loopback daemon.
 	AllowedOrigins []string
@@ -61,7 +64,7 @@ func Handler(d HTTPDeps) http.Handler {
 		if err != nil {
 			return nil // the address is a constant; a token with a line break never authenticated
 		}
-		return New(c, Options{Version: d.Version})
+		return New(c, Options{Version: d.Version, Workflow: d.Workflow})
 	}, &sdk.StreamableHTTPOptions{SessionTimeout: d.SessionTimeout})
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(servers)
 	return checkOrigin(d.AllowedOrigins, authed)

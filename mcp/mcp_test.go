@@ -37,7 +37,7 @@ func newDaemon(t *testing.T, b storetest.Backend) *daemon {
 	apiHandler := api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
 		Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(webhookSecret)}}, Store: s}})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: "test"}))
+	mux.Handle("/mcp", mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: "test", Workflow: checkpointd.DefaultWorkflow()}))
 	mux.Handle("/", apiHandler)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -89,11 +89,11 @@ func newCaller(t *testing.T, cs *sdk.ClientSession) *caller {
 		t.Fatal(err)
 	}
 	c := &caller{t: t, cs: cs, schemas: map[string]*jsonschema.Schema{}}
+	answers := mcp.AnswerSchemas()
 	for _, tool := range tools.Tools {
 		c.schemas[tool.Name+"/in"] = compile(t, tool.Name+"-in", tool.InputSchema)
-		if tool.OutputSchema != nil {
-			c.schemas[tool.Name] = compile(t, tool.Name, tool.OutputSchema)
-		}
+		c.schemas[tool.Name+"/outline"] = compile(t, tool.Name+"-outline", tool.OutputSchema)
+		c.schemas[tool.Name] = compile(t, tool.Name, answers[tool.Name])
 	}
 	return c
 }
@@ -147,9 +147,9 @@ func (c *caller) callUnchecked(name string, args map[string]any) (map[string]any
 	}
 	b, _ := json.Marshal(res.StructuredContent)
 	v, _ := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if s := c.schemas[name]; s != nil {
-		if err := s.Validate(v); err != nil {
-			c.t.Errorf("%s: the output breaks the tool's output schema: %v\n%s", name, err, b)
+	for _, schema := range []string{name + "/outline", name} {
+		if err := c.schemas[schema].Validate(v); err != nil {
+			c.t.Errorf("%s: the output breaks the schema %s: %v\n%s", name, schema, err, b)
 		}
 	}
 	var out map[string]any
@@ -262,6 +262,33 @@ func TestToolsAnnounced(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tools and annotations (-want +got):\n%s", diff)
+	}
+	// The configured roles and stages are enums a model reads before its
+	// first call.
+	wf := checkpointd.DefaultWorkflow()
+	for tool, path := range map[string][]string{
+		"session_start":          {"properties", "role", "enum"},
+		"checkpoint_write":       {"$defs", "checkpoint_document", "properties", "role", "enum"},
+		"checkpoint_write/stage": {"$defs", "checkpoint_document", "properties", "stage", "enum"},
+	} {
+		name, _, _ := strings.Cut(tool, "/")
+		want := wf.Roles
+		if strings.HasSuffix(tool, "/stage") {
+			want = wf.Stages
+		}
+		for _, announced := range tools.Tools {
+			if announced.Name != name {
+				continue
+			}
+			raw, _ := json.Marshal(announced.InputSchema)
+			var in any
+			_ = json.Unmarshal(raw, &in)
+			got, _ := json.Marshal(get(in, path...))
+			wantJSON, _ := json.Marshal(want)
+			if string(got) != string(wantJSON) {
+				t.Errorf("%s: %v is %s, want %s", name, path, got, wantJSON)
+			}
+		}
 	}
 	for _, tool := range tools.Tools {
 		if tool.Name != "checkpoint_write" {
@@ -478,7 +505,7 @@ func TestResources(t *testing.T) {
 		t.Errorf("resources %v", uris)
 	}
 	schema, err := cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: mcp.SchemaURI})
-	if err != nil || schema.Contents[0].Text != string(checkpointd.CheckpointSchemaJSON) {
+	if err != nil || schema.Contents[0].Text != string(checkpointd.DefaultWorkflow().CheckpointSchema()) {
 		t.Errorf("the schema resource: %v", err)
 	}
 	sess, err := cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: mcp.SessionURI(sid)})

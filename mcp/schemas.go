@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -16,7 +17,8 @@ import (
 // the published checkpoint schema (checkpointd.CheckpointSchemaJSON): no
 // hand copy that could drift from the API the tools call. A schema is
 // self-contained: every component it names is bundled under $defs, and
-// the checkpoint document under $defs/checkpoint_document.
+// the checkpoint document under $defs/checkpoint_document (its own
+// definitions beside it).
 
 const checkpointDef = "checkpoint_document"
 
@@ -50,14 +52,70 @@ type bundle struct {
 
 func newBundle() *bundle { return &bundle{spec: loadSpec(), defs: map[string]any{}} }
 
-// schema returns root with its definitions; root is used as it is.
+// schema returns root with the definitions it reaches; root is used as
+// it is. A definition nothing reaches any more (a request body whose
+// properties objectOf inlined) is left out: a model pays for every byte.
 func (b *bundle) schema(root map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range root {
-		out[k] = v
+	out := maps.Clone(root)
+	used := map[string]bool{}
+	var reach func(v any)
+	reach = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"].(string); ok {
+				name, _, _ := strings.Cut(strings.TrimPrefix(ref, "#/$defs/"), "/")
+				if def, ok := b.defs[name]; ok && !used[name] {
+					used[name] = true
+					reach(def)
+				}
+			}
+			for _, e := range x {
+				reach(e)
+			}
+		case []any:
+			for _, e := range x {
+				reach(e)
+			}
+		}
 	}
-	if len(b.defs) > 0 {
-		out["$defs"] = b.defs
+	reach(root)
+	if len(used) > 0 {
+		defs := map[string]any{}
+		for name := range used {
+			defs[name] = b.defs[name]
+		}
+		out["$defs"] = defs
+	}
+	return out
+}
+
+// outline is what a tool announces of its answer: the top-level members
+// with their JSON types, and which are always there. The whole answer
+// schema (the API's, which tests check every answer against) would cost a
+// model tens of kilobytes of context on every tools/list; the tool's
+// description says what the members mean.
+func outline(full map[string]any) map[string]any {
+	defs, _ := full["$defs"].(map[string]any)
+	props := map[string]any{}
+	members, _ := full["properties"].(map[string]any)
+	for name, v := range members {
+		m, _ := v.(map[string]any)
+		for m != nil {
+			ref, ok := m["$ref"].(string)
+			if !ok {
+				break
+			}
+			m, _ = defs[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
+		}
+		if t, ok := m["type"]; ok {
+			props[name] = map[string]any{"type": t}
+		} else {
+			props[name] = map[string]any{}
+		}
+	}
+	out := map[string]any{"type": "object", "properties": props}
+	if req, ok := full["required"]; ok {
+		out["required"] = req
 	}
 	return out
 }
@@ -94,6 +152,12 @@ func (b *bundle) ref(s string) string {
 	}
 	if rest, ok := strings.CutPrefix(s, "schema/checkpoint.v1.json"); ok {
 		b.checkpointDocument()
+		if rest == "" {
+			return "#/$defs/" + checkpointDef
+		}
+		if strings.HasPrefix(rest, "#/$defs/") {
+			return rest // the document's definitions are the bundle's
+		}
 		return "#/$defs/" + checkpointDef + strings.TrimPrefix(rest, "#")
 	}
 	panic("mcp: a reference the schema bundler does not know: " + s)
@@ -112,35 +176,24 @@ func (b *bundle) component(name string) {
 	b.defs[name] = b.rewrite(src)
 }
 
-// checkpointDocument adds the published checkpoint schema, with its own
-// references moved under its definition.
+// checkpointDocument adds the published checkpoint schema, its own
+// definitions beside it (their references, #/$defs/name, then resolve at
+// the bundle's root as they do in the document: no longer path to pay
+// for in every reference).
 func (b *bundle) checkpointDocument() {
 	if _, ok := b.defs[checkpointDef]; ok {
 		return
 	}
-	var move func(v any) any
-	move = func(v any) any {
-		switch x := v.(type) {
-		case map[string]any:
-			out := make(map[string]any, len(x))
-			for k, e := range x {
-				if s, ok := e.(string); ok && k == "$ref" && strings.HasPrefix(s, "#") {
-					out[k] = "#/$defs/" + checkpointDef + strings.TrimPrefix(s, "#")
-					continue
-				}
-				out[k] = move(e)
-			}
-			return out
-		case []any:
-			out := make([]any, len(x))
-			for i, e := range x {
-				out[i] = move(e)
-			}
-			return out
+	doc := maps.Clone(b.spec.checkpoint)
+	defs, _ := doc["$defs"].(map[string]any)
+	delete(doc, "$defs")
+	for name, def := range defs {
+		if _, ok := b.spec.components[name]; ok {
+			panic("mcp: the checkpoint schema's definition " + name + " is an OpenAPI component's name too")
 		}
-		return v
+		b.defs[name] = def
 	}
-	b.defs[checkpointDef] = move(b.spec.checkpoint)
+	b.defs[checkpointDef] = doc
 }
 
 // operation returns an operation of docs/openapi.yaml.
@@ -231,4 +284,34 @@ func (b *bundle) refTo(name string) map[string]any {
 		b.component(name)
 	}
 	return map[string]any{"$ref": "#/$defs/" + name}
+}
+
+// enumOf is a string argument that must be one of values (a configured
+// role or stage); without values, any string the daemon then judges.
+func enumOf(values []string, description string) map[string]any {
+	out := map[string]any{"type": "string", "description": description}
+	if len(values) > 0 {
+		out["enum"] = values
+	}
+	return out
+}
+
+// withWorkflow names wf's roles and stages as the enums of the checkpoint
+// document's role and stage in input (a tool's input schema bundling the
+// document). The zero Workflow leaves input as it is.
+func withWorkflow(input map[string]any, wf checkpointd.Workflow) map[string]any {
+	if wf.Validate() != nil {
+		return input
+	}
+	defs := input["$defs"].(map[string]any) // schema's own map, not the spec's
+	doc := maps.Clone(defs[checkpointDef].(map[string]any))
+	props := maps.Clone(doc["properties"].(map[string]any))
+	for name, values := range map[string][]string{"role": wf.Roles, "stage": wf.Stages} {
+		p := maps.Clone(props[name].(map[string]any))
+		p["enum"] = values
+		props[name] = p
+	}
+	doc["properties"] = props
+	defs[checkpointDef] = doc
+	return input
 }

@@ -41,6 +41,10 @@ func SessionURI(id string) string { return sessionPrefix + id }
 type Options struct {
 	// Version is reported to clients (the daemon's version).
 	Version string
+	// Workflow is the daemon's configured roles and stages: the input
+	// schemas name them as enums, so a model knows them before its first
+	// call. The zero Workflow names none.
+	Workflow checkpointd.Workflow
 	// NoFeed leaves subscriptions unnotified (a daemon without the change
 	// feed); by default the server follows GET /v1/watch with its token.
 	NoFeed bool
@@ -70,12 +74,13 @@ func New(c *client.Client, opts Options) *sdk.Server {
 		&sdk.ServerOptions{Instructions: instructions, SubscribeHandler: r.subscribe, UnsubscribeHandler: r.unsubscribe,
 			InitializedHandler: r.initialized})
 	r.server = s
-	addTools(s, c, r.add)
+	schema := opts.Workflow.CheckpointSchema()
+	addTools(s, c, opts.Workflow, r.add)
 	s.AddResource(&sdk.Resource{URI: SchemaURI, Name: "checkpoint-schema-v1", Title: "The checkpoint document's JSON Schema (v1)",
 		MIMEType: "application/schema+json", Description: "What checkpoint_write's checkpoint must be."},
 		func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: SchemaURI, MIMEType: "application/schema+json",
-				Text: string(checkpointd.CheckpointSchemaJSON)}}}, nil
+				Text: string(schema)}}}, nil
 		})
 	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: sessionPrefix + "{id}", Name: "session", Title: "A session",
 		MIMEType: "application/json", Description: "A session in the token's scope: its summary and validity, and its latest checkpoint. Subscribe to hear when it changes."},

@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
 	"github.com/checkpointd/checkpointd/mcp"
 )
@@ -38,10 +39,11 @@ func mcpCommand(clientFlags []cli.Flag) *cli.Command {
 			if c.Duration("call-timeout") <= 0 {
 				return errors.New("mcp: --call-timeout must be positive")
 			}
-			if err := checkBridge(ctx, cl, c.String("url"), c.Duration("call-timeout")); err != nil {
+			wf, err := checkBridge(ctx, cl, c.String("url"), c.Duration("call-timeout"))
+			if err != nil {
 				return err
 			}
-			return mcp.New(cl, mcp.Options{Version: version(), CallTimeout: c.Duration("call-timeout")}).Run(ctx, &sdk.StdioTransport{})
+			return mcp.New(cl, mcp.Options{Version: version(), Workflow: wf, CallTimeout: c.Duration("call-timeout")}).Run(ctx, &sdk.StdioTransport{})
 		},
 	}
 }
@@ -49,19 +51,26 @@ func mcpCommand(clientFlags []cli.Flag) *cli.Command {
 // checkBridge asks the daemon one authenticated read before the bridge
 // serves: a bogus token or a dead daemon is reported on stderr at start
 // (the command exits non-zero), not at a model's first tool call — as the
-// daemon's own /mcp answers 401 at connect.
-func checkBridge(ctx context.Context, cl *client.Client, url string, timeout time.Duration) error {
+// daemon's own /mcp answers 401 at connect. It returns the daemon's
+// configured roles and stages, read from the checkpoint schema it serves
+// (the zero Workflow from a daemon that names none).
+func checkBridge(ctx context.Context, cl *client.Client, url string, timeout time.Duration) (checkpointd.Workflow, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	_, err := cl.Drain().Status(ctx, client.ListOptions{Limit: 1})
+	var schema []byte
+	if err == nil {
+		schema, err = cl.Schema(ctx, 0)
+	}
 	var p *client.Error
 	switch {
 	case err == nil:
-		return nil
+		wf, _ := checkpointd.WorkflowOfSchema(schema)
+		return wf, nil
 	case errors.As(err, &p) && p.Code == "unauthorized":
-		return fmt.Errorf("mcp: the daemon at %s refuses the token (%s): check --token or CHECKPOINTD_TOKEN", url, p.Detail)
+		return checkpointd.Workflow{}, fmt.Errorf("mcp: the daemon at %s refuses the token (%s): check --token or CHECKPOINTD_TOKEN", url, p.Detail)
 	case errors.As(err, &p):
-		return fmt.Errorf("mcp: the daemon at %s answered the start-up check with %d %s: %s", url, p.Status, p.Code, p.Detail)
+		return checkpointd.Workflow{}, fmt.Errorf("mcp: the daemon at %s answered the start-up check with %d %s: %s", url, p.Status, p.Code, p.Detail)
 	}
-	return fmt.Errorf("mcp: cannot reach the daemon at %s: %w", url, err)
+	return checkpointd.Workflow{}, fmt.Errorf("mcp: cannot reach the daemon at %s: %w", url, err)
 }

@@ -22,7 +22,7 @@ import (
 func TestMCPBridge(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	d := startServe(t, environ{}, "--data-dir", dir)
+	d := startServe(t, environ{}, "--data-dir", dir, "--roles", "author,triager", "--stages", "planned,implementing,done")
 	out, _, err := runCLI(t, environ{}, "token", "create", "--data-dir", dir, "--role", "agent", "--name", "bridge", "--scope", "acme/*")
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +57,23 @@ func TestMCPBridge(t *testing.T) {
 	}
 	defer cs.Close()
 	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil || len(tools.Tools) != 9 {
+	if err != nil || len(tools.Tools) != 10 {
 		t.Fatalf("tools over stdio: %v %v", err, tools)
+	}
+	// The bridge read the daemon's roles and stages at start: the input
+	// schemas name them.
+	for _, tool := range tools.Tools {
+		raw, _ := json.Marshal(tool.InputSchema)
+		switch tool.Name {
+		case "session_start":
+			if !strings.Contains(string(raw), `"enum":["author","triager"]`) {
+				t.Errorf("session_start's role names no configured roles: %s", raw)
+			}
+		case "checkpoint_write":
+			if !strings.Contains(string(raw), `"enum":["planned","implementing","done"]`) {
+				t.Errorf("checkpoint_write's stage names no configured stages: %.300s", raw)
+			}
+		}
 	}
 	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "session_start",
 		Arguments: map[string]any{"repo": "acme/widgets", "role": "author", "branch": "fix-12", "agent": map[string]any{"runtime": "bridge"}}})
@@ -99,6 +114,12 @@ func TestMCPBridgeAgainstABadDaemon(t *testing.T) {
 			// Healthy for the bridge's start-up check; bad afterwards.
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"draining":false,"counts":{"active":0,"ready":0,"blocking":0},"blocking":[]}`)
+			return
+		}
+		if r.Method == "GET" && r.URL.Path == "/v1/schema/checkpoint" {
+			// A schema without enums, as a daemon that predates them serves.
+			w.Header().Set("Content-Type", "application/schema+json")
+			io.WriteString(w, `{"type":"object"}`)
 			return
 		}
 		switch mode.Load() {

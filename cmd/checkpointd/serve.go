@@ -259,7 +259,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	}
 	apiHandler := api.New(deps)
 	handler := routes(apiHandler,
-		mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: version(),
+		mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: version(), Workflow: wf,
 			AllowedOrigins: c.StringSlice("mcp-allowed-origin")}),
 		ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: wf.Stages, ForgeURL: reconciler.ForgeURL, Logger: log,
 			SecureCookies: cfg.secureCookie, OAuth: consoleOAuth(cfg.oauth, s)}))
