@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Missing returns the completeness rules (DESIGN §3, docs/checkpoint.md)
+// Missing returns the completeness rules (docs/checkpoint.md)
 // that doc does not meet, by name and in this fixed order: "stage",
 // "identity.runtime", "next_action", "recovery.instructions",
 // "workspace.head", "pending_mutation.idempotency_key", then "lease:<id>" for

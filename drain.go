@@ -27,7 +27,7 @@ const (
 	EventCheckpointWriteFailed = "checkpoint.write_failed"
 )
 
-// Drain is one operator-initiated drain (DESIGN §2, §9).
+// Drain is one operator-initiated drain.
 type Drain struct {
 	ID        string     `json:"id"`
 	Reason    string     `json:"reason"`
@@ -80,7 +80,7 @@ type DrainDecision struct {
 // BlockReason names one reason an active session blocks a drain.
 type BlockReason string
 
-// Blocking reasons (DESIGN §9). The validity ones equal the validity names.
+// Blocking reasons. The validity ones equal the validity names.
 const (
 	BlockNoCheckpoint = BlockReason("no_checkpoint_since_drain")
 	BlockIncomplete   = BlockReason("incomplete")

@@ -11,7 +11,7 @@ import (
 // ErrorSource names the part of the daemon a durable error comes from.
 type ErrorSource string
 
-// Error sources (DESIGN §11, docs/errors.md).
+// Error sources (docs/errors.md).
 const (
 	// ErrorSourceCheckpointWrite is a checkpoint write the daemon refused
 	// for what was sent (400, 413, 415, 422) or failed itself (5xx).
@@ -49,7 +49,7 @@ const (
 )
 
 // ErrorRecord is one durable error: a failure that matters after the
-// request or pass that met it is gone (DESIGN §2 "errors are durable").
+// request or pass that met it is gone: errors are durable.
 // It never carries a request body, a signature or a token; Detail is
 // redacted and bounded.
 type ErrorRecord struct {

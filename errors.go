@@ -53,8 +53,7 @@ var Sentinels = []error{
 
 // OutOfScope is the refusal of a caller whose token's repo scope does not
 // cover a session (or the repository it asked about): it names nothing, so
-// an out-of-scope caller learns no more than one with a wrong id (DESIGN
-// §5).
+// an out-of-scope caller learns no more than one with a wrong id.
 func OutOfScope() error {
 	return fmt.Errorf("%w: the token's scope does not cover it", ErrForbidden)
 }

@@ -3,7 +3,7 @@ package checkpointd
 import "sort"
 
 // EventRunUnresponsive is recorded once per run when it crosses the
-// --run-liveness window unheard (DESIGN §2): reported, never acted on.
+// --run-liveness window unheard: reported, never acted on.
 const EventRunUnresponsive = "run.unresponsive"
 
 // Change feed (GET /v1/watch) event types: the SSE "event:" field.

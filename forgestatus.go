@@ -1,4 +1,4 @@
-// The commit status a session puts on its branch's heads (DESIGN §17).
+// The commit status a session puts on its branch's heads.
 
 package checkpointd
 

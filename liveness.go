@@ -3,7 +3,7 @@ package checkpointd
 import "time"
 
 // DefaultRunLiveness is how long a run may stay unheard before it reads as
-// unresponsive (DESIGN §2, --run-liveness).
+// unresponsive (--run-liveness).
 const DefaultRunLiveness = 10 * time.Minute
 
 // EventRunParked is recorded when an operator parks a session: its current
@@ -34,7 +34,7 @@ const (
 	LivenessParked       = "parked"
 )
 
-// FleetCounts are the fleet gauges (DESIGN §11), read from the database in
+// FleetCounts are the fleet gauges, read from the database in
 // one statement so every replica reports the same numbers.
 type FleetCounts struct {
 	// Active counts active sessions by validity; every validity is present.

@@ -1,4 +1,4 @@
-// What the forge says of a checkpoint's pending mutation (DESIGN §17).
+// What the forge says of a checkpoint's pending mutation.
 
 package checkpointd
 
@@ -82,7 +82,7 @@ func markerByte(c byte) bool {
 }
 
 // MutationTarget is a mutation's target: owner/name!N names a pull
-// request, owner/name#N an issue (DESIGN §3).
+// request, owner/name#N an issue.
 type MutationTarget struct {
 	Repo   string
 	Number int64

@@ -9,7 +9,7 @@ import (
 const PrefixReplica = "rep_"
 
 // Replica is one daemon process serving the database, as it announced
-// itself (DESIGN §9, §12). Its id lives in its failed-write journal, so a
+// itself. Its id lives in its failed-write journal, so a
 // replica restarted on the same data directory is the same replica.
 type Replica struct {
 	ID        string    `json:"id"`

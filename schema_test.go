@@ -137,7 +137,7 @@ func TestDecodeDocumentFull(t *testing.T) {
 		t.Errorf("tree fencing_token (-want +got):\n%s", diff)
 	}
 	// Every field of the document is filled: the full document is the
-	// reference for "every field of DESIGN §3".
+	// reference for "every field of the document".
 	if diff := cmp.Diff([]string(nil), Missing(got, map[string]int64{
 		"lse_01JQ8ZM0A1B2C3D4E5F6G7H8J9": 7, "lse_01JQ8ZM9K8L7M6N5P4Q3R2S1T0": 2,
 	})); diff != "" {

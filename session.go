@@ -29,7 +29,7 @@ const (
 func (o Outcome) Valid() bool { return o == OutcomeCompleted || o == OutcomeAbandoned }
 
 // Validity is the derived state of a session's latest checkpoint against the
-// evidence the daemon holds (DESIGN §2).
+// evidence the daemon holds.
 type Validity string
 
 // Validity values. Unverified is the state until evidence arrives.
@@ -77,14 +77,14 @@ type Session struct {
 	EndedAt      *time.Time   `json:"ended_at,omitempty"`
 	CurrentRun   *Run         `json:"current_run,omitempty"`
 	// Parked is true while an operator's park left the active session with
-	// no current run (DESIGN §2): it waits for the next run.
+	// no current run: it waits for the next run.
 	Parked         bool               `json:"parked,omitempty"`
 	Validity       Validity           `json:"validity"`
 	ValidityReason string             `json:"validity_reason,omitempty"`
 	ValidityAt     time.Time          `json:"validity_at"`
 	Latest         *CheckpointSummary `json:"latest_checkpoint,omitempty"`
 	// Leases are the leases the session holds now: held and not past
-	// expires_at, judged when read (DESIGN §15). Always an array.
+	// expires_at, judged when read. Always an array.
 	Leases []HeldLease `json:"leases"`
 	// ActivityAt is the recorded sighting of the session's runs that
 	// sort=activity orders by (it lags the truth by at most

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TokenRole is an API token's access role (DESIGN §5). It is about access,
+// TokenRole is an API token's access role. It is about access,
 // not about the work: session roles are configuration, token roles are not.
 type TokenRole string
 

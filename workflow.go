@@ -26,8 +26,8 @@ type Workflow struct {
 	Stages []string
 }
 
-// DefaultWorkflow returns the roles and stages the product ships with
-// (DESIGN §2). It returns fresh slices, so callers may modify them.
+// DefaultWorkflow returns the roles and stages the product ships with.
+// It returns fresh slices, so callers may modify them.
 func DefaultWorkflow() Workflow {
 	return Workflow{
 		Roles: []string{"author", "reviewer", "operator"},

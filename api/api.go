@@ -1,4 +1,4 @@
-// Package api serves the checkpointd HTTP API v1 (DESIGN §6): JSON in and
+// Package api serves the checkpointd HTTP API v1: JSON in and
 // out, RFC 9457 problems with a stable code, bearer-token access control.
 package api
 
@@ -75,7 +75,7 @@ type Deps struct {
 	Verifier      Verifier
 	VerifyTimeout time.Duration
 	// Mutations asks the forge whether a resumed checkpoint's pending
-	// mutation happened (DESIGN §17); nil answers unknown, "forge not
+	// mutation happened; nil answers unknown, "forge not
 	// configured".
 	Mutations MutationResolver
 	// Evidence says which sources of live-head evidence are configured;

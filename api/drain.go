@@ -19,7 +19,7 @@ import (
 )
 
 // DrainHeader is the response header that tells every API client a drain
-// gates new sessions and runs (DESIGN §2, §6).
+// gates new sessions and runs.
 const DrainHeader = "Checkpointd-Drain"
 
 // Verifier re-checks sessions against the forge before the gate decides

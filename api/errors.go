@@ -59,7 +59,7 @@ var (
 	errUnsupportedMediaType = errors.New("content type must be application/json")
 	errMethodNotAllowed     = errors.New("method not allowed")
 	// errConflictingQuery is a query whose parameters contradict each
-	// other (DESIGN §6: events' `after` and `cursor` together); no reading
+	// other (events' `after` and `cursor` together); no reading
 	// of it is the caller's intent, so it is refused rather than guessed.
 	errConflictingQuery = errors.New("conflicting query parameters")
 )
@@ -109,7 +109,7 @@ func (e *ProblemError) Unwrap() error { return e.Err }
 // cause goes to the log, not to the client. A detail, a problem's message
 // and its path may quote what the client sent (a stage that is not
 // configured, the name of an unknown field): they are redacted like
-// everything else an agent sends before it is echoed (DESIGN §4).
+// everything else an agent sends before it is echoed.
 func problemFor(err error) Problem {
 	p := Problem{Status: http.StatusInternalServerError, Code: "internal", Detail: "internal error; see the daemon log"}
 	for _, e := range errorStatus {

@@ -20,7 +20,7 @@ func eventSeqs(r response) []int64 {
 
 // TestEventsPagingReachesTheEnd proves a client that starts at `after` and
 // follows next_cursor reaches the last event exactly once, and that `after`
-// beside a cursor is refused (DESIGN §6): it used to be ignored silently.
+// beside a cursor is refused: it used to be ignored silently.
 func TestEventsPagingReachesTheEnd(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newHarness(t, b)

@@ -23,7 +23,7 @@ type idempotencyStore interface {
 
 var errBadIdempotencyKey = errors.New("invalid Idempotency-Key")
 
-// keyScope is where a request's Idempotency-Key lives (DESIGN §4: a
+// keyScope is where a request's Idempotency-Key lives (a
 // session's keys, or for session creation the token's), and what the
 // caller must pass before any key in it is looked up.
 type keyScope struct {

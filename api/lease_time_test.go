@@ -11,7 +11,7 @@ import (
 // TestResumeRightAfterLeaseExpiry: the resume verdict, the session read and
 // the session list say lease_lost (and resume resumable:false) at the
 // instant the named lease's expires_at passes, though the expiry worker
-// never ran (DESIGN §15).
+// never ran.
 func TestResumeRightAfterLeaseExpiry(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		h := newLeaseHarness(t, b)

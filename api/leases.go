@@ -42,7 +42,7 @@ func (a *api) acquireLease(w http.ResponseWriter, r *http.Request) error {
 		RunID: q.RunID, TTLSeconds: q.TTLSeconds, InScope: principal(r).InScope})
 	var held *store.LeaseHeldError
 	if errors.As(err, &held) {
-		// A run waiting for a lease is alive (DESIGN §2): the refusal
+		// A run waiting for a lease is alive: the refusal
 		// rolled its sighting back, so it is recorded on its own. The
 		// store checked the scope before it answered lease_held, and a
 		// sighting that fails changes nothing of this answer.

@@ -18,7 +18,7 @@ type runLiveness struct {
 	Live       bool   `json:"live"`
 }
 
-// heartbeat records that the session's current run is alive (DESIGN §6):
+// heartbeat records that the session's current run is alive:
 // for an agent that is thinking and not writing. Any other call of the run
 // counts too.
 func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {

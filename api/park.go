@@ -31,8 +31,8 @@ func operatorOf(r *http.Request) store.Operator {
 	return store.Operator{TokenID: p.TokenID, Name: p.Name}
 }
 
-// parkSession supersedes the session's current run without starting one
-// (DESIGN §2, §6): for an agent that died or must stop, also during a
+// parkSession supersedes the session's current run without starting one:
+// for an agent that died or must stop, also during a
 // drain. The session stays active and resumable; the next run takes over.
 func (a *api) parkSession(w http.ResponseWriter, r *http.Request) error {
 	var q parkRequest

@@ -30,7 +30,7 @@ type accessRoute struct {
 }
 
 // accessRoutes is every route of api.New (checked against the router with
-// chi.Walk) with the role DESIGN §5/§6 requires, whether the session's repo
+// chi.Walk) with the role it requires, whether the session's repo
 // (or, for a new session, the body's) must be in the token's scope, and
 // the documented success status for a valid body.
 var accessRoutes = []accessRoute{

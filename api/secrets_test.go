@@ -30,7 +30,7 @@ import (
 // These tests plant the redaction corpus (redact/testdata) in every
 // free-text position the API accepts and then look for it where it must
 // never be: response bodies, the daemon log, and the raw bytes of the
-// database. DESIGN §4: secrets are redacted before anything is written, and
+// database: secrets are redacted before anything is written, and
 // free text is sealed at rest.
 
 // corpusEntry is one line of secrets.txt: a fake secret planted in its context.

@@ -130,7 +130,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := inScope(r, q.Repo); err != nil {
 		return err
 	}
-	// The key names the task (DESIGN §6): its repo, target and role. A
+	// The key names the task: its repo, target and role. A
 	// restarted agent sends another agent.instance, and it must get the
 	// session it created back, not a conflict.
 	task, _ := json.Marshal(map[string]any{"repo": strings.ToLower(q.Repo), "role": q.Role, "issue": q.Issue, "pr": q.PR, "branch": q.Branch})
@@ -280,8 +280,8 @@ type endRequest struct {
 }
 
 // endSession ends a session for its current run (run_id), or, for an
-// operator without run_id, on behalf of whatever run is current or none
-// (DESIGN §6): a dead agent cannot end its own session.
+// operator without run_id, on behalf of whatever run is current or none:
+// a dead agent cannot end its own session.
 func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 	var q endRequest
 	if err := decode(w, r, &q); err != nil {
@@ -332,7 +332,7 @@ func (a *api) listEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// `after` says where a listing starts, a cursor where the previous page
-	// ended: both at once cannot both be obeyed (DESIGN §6), so neither is.
+	// ended: both at once cannot both be obeyed, so neither is.
 	q := r.URL.Query()
 	if q.Has("after") && q.Has("cursor") {
 		return &checkpointd.ValidationError{Kind: errConflictingQuery, Problems: []checkpointd.Problem{

@@ -11,7 +11,7 @@ import (
 	"github.com/checkpointd/checkpointd/store"
 )
 
-// listSessions serves GET /v1/sessions: the fleet in one read (DESIGN §6).
+// listSessions serves GET /v1/sessions: the fleet in one read.
 // Every filter is checked before the store is asked; a bad value is a 422
 // naming the parameter. The token's scope always applies on top: an
 // owner/* filter reaching outside it lists only what the scope allows.

@@ -14,7 +14,7 @@ import (
 // Watch defaults (docs/watch.md).
 const (
 	// DefaultWatchKeepAlive is how often an idle stream gets a comment, so
-	// proxies keep it open (DESIGN §6: 15 s).
+	// proxies keep it open (15 s).
 	DefaultWatchKeepAlive = 15 * time.Second
 	// DefaultWatchBacklog is how far back a Last-Event-ID may reach: past
 	// it, the client gets a reset and the current state.
@@ -38,7 +38,7 @@ const (
 	// stops reading is dropped after it, without holding anything else.
 	DefaultWatchWriteTimeout = 10 * time.Second
 	// watchReauth is how often an open stream authenticates its token
-	// again (DESIGN §15: a revoked token stops working within 1 s).
+	// again (a revoked token stops working within 1 s).
 	watchReauth = time.Second
 	// maxWatchBacklogEvents bounds a resume by count too: a client further
 	// behind is reset rather than replayed.
@@ -220,7 +220,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) error {
 	keep := time.NewTicker(a.watchKeepAlive)
 	defer keep.Stop()
 	// The token is authenticated again every second while the stream lasts:
-	// a revoked token stops receiving within the bound DESIGN §15 sets for
+	// a revoked token stops receiving within the bound set for
 	// every request, and a store that cannot say ends the stream (fail
 	// closed; the client reconnects and authenticates).
 	reauth := time.NewTicker(watchReauth)

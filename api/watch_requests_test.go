@@ -32,7 +32,7 @@ func TestWatchRequests(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				r := h.do("GET", "/v1/watch"+tc.query, tc.token, nil).expect(t, tc.status, tc.code)
 				if tc.status == 403 && strings.Contains(string(r.raw), "gadgets") {
-					t.Errorf("the 403 names the session's repository (DESIGN §5): %s", r.raw)
+					t.Errorf("the 403 names the session's repository: %s", r.raw)
 				}
 				if tc.path == "" {
 					return

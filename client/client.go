@@ -50,7 +50,7 @@ const (
 	MaxRetryAfter = 10 * time.Second
 )
 
-// Client talks to one checkpointd daemon over its HTTP API v1 (DESIGN §6).
+// Client talks to one checkpointd daemon over its HTTP API v1.
 // It is safe for concurrent use. Its methods are grouped by resource:
 // c.Sessions(), c.Checkpoints(), c.Leases(), c.Drain(), c.Reconcile(),
 // c.ErrorLog(); the schema and health probes hang off the Client itself.

@@ -10,7 +10,7 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// Drain calls the drain gate (/v1/drain…, DESIGN §9). Its decisions are
+// Drain calls the drain gate (/v1/drain…). Its decisions are
 // sent once: a lost answer to a complete or cancel is read back with Status.
 type Drain struct{ c *Client }
 

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
+	"github.com/checkpointd/checkpointd/client/clienttest"
 )
 
 // The agent loop: start a session, lease the PR, write a checkpoint on a
@@ -17,15 +17,16 @@ import (
 // and takes over (the old run is fenced off); a push makes the checkpoint
 // stale, the run checks and writes a fresh one; the session ends.
 //
-// exampleDaemon serves the real API over a real SQLite store; d.push
-// stands for a signed push webhook from the forge.
+// The daemon is a real one in process (package clienttest, which an
+// agent's own tests use the same way); forgeAt stands for the forge
+// reporting a new head.
 func Example() {
-	d, stop := exampleDaemon()
-	defer stop()
+	d := startDaemon()
+	defer d.Close()
 	ctx := context.Background()
 
 	// An agent process starts work on PR 7 of acme/widgets.
-	c, err := client.New(client.Config{Address: d.srv.URL, Token: d.agent})
+	c, err := client.New(client.Config{Address: d.URL, Token: d.Token(checkpointd.RoleAgent, "acme/*")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func Example() {
 	}
 	fmt.Println("run", s.Run.FencingToken, "holds lease", l.FencingToken, "on", l.Resource.Key())
 
-	_ = d.push(head1) // the forge reports the PR's head
+	_ = forgeAt(d, head1) // the forge reports the PR's head
 	doc := checkpointd.Document{SchemaVersion: checkpointd.SchemaVersion, RunID: s.Run.ID, FencingToken: s.Run.FencingToken,
 		Role: "author", Stage: "implementing", Identity: &checkpointd.Identity{Runtime: "claude-code"},
 		Target:     &checkpointd.Target{Repo: "acme/widgets", PR: 7},
@@ -58,7 +59,7 @@ func Example() {
 	fmt.Println("checkpoint", w.Checkpoint.Seq, "complete:", w.Checkpoint.Complete)
 
 	// The process crashes. A new one, knowing the session id, asks first.
-	c2, _ := client.New(client.Config{Address: d.srv.URL, Token: d.agent})
+	c2, _ := client.New(client.Config{Address: d.URL, Token: d.Token(checkpointd.RoleAgent, "acme/*")})
 	v, err := c2.Sessions().Resume(ctx, id, "")
 	if err != nil {
 		log.Fatal(err)
@@ -84,7 +85,7 @@ func Example() {
 	}
 
 	// Someone pushes to the branch: the checkpoint no longer matches it.
-	_ = d.push("89abcdef0123456789abcdef0123456789abcdef")
+	_ = forgeAt(d, "89abcdef0123456789abcdef0123456789abcdef")
 	if v, err = c2.Sessions().Resume(ctx, id, run.ID); err != nil {
 		log.Fatal(err)
 	}
@@ -119,10 +120,10 @@ func Example() {
 
 // A problem answer is an *Error: branch on its code, read its members.
 func ExampleError() {
-	d, stop := exampleDaemon()
-	defer stop()
+	d := startDaemon()
+	defer d.Close()
 	ctx := context.Background()
-	c, _ := client.New(client.Config{Address: d.srv.URL, Token: d.agent})
+	c, _ := client.New(client.Config{Address: d.URL, Token: d.Token(checkpointd.RoleAgent, "acme/*")})
 	newRun := func() *client.SessionCreated {
 		s, err := c.Sessions().Create(ctx, &client.CreateSessionRequest{Repo: "acme/widgets", Role: "author", PR: 7,
 			Agent: checkpointd.Agent{Runtime: "claude-code"}}, nil)
@@ -159,10 +160,10 @@ func ExampleError() {
 // Lists are iterators over every page; List reads one page for a caller
 // that pages itself (and shows NextCursor).
 func ExampleSessions_All() {
-	d, stop := exampleDaemon()
-	defer stop()
+	d := startDaemon()
+	defer d.Close()
 	ctx := context.Background()
-	c, _ := client.New(client.Config{Address: d.srv.URL, Token: d.agent})
+	c, _ := client.New(client.Config{Address: d.URL, Token: d.Token(checkpointd.RoleAgent, "acme/*")})
 	for _, pr := range []int64{1, 2, 3} {
 		if _, err := c.Sessions().Create(ctx, &client.CreateSessionRequest{Repo: "acme/widgets", Role: "reviewer", PR: pr,
 			Agent: checkpointd.Agent{Runtime: "claude-code"}}, nil); err != nil {
@@ -189,17 +190,17 @@ func ExampleSessions_All() {
 // makes its checkpoint stale, instead of polling resume. A lost stream is
 // reopened from the last event seen (Last-Event-ID): nothing is missed.
 func ExampleClient_Watch() {
-	d, stop := exampleDaemon()
-	defer stop()
+	d := startDaemon()
+	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _ := client.New(client.Config{Address: d.srv.URL, Token: d.agent})
+	c, _ := client.New(client.Config{Address: d.URL, Token: d.Token(checkpointd.RoleAgent, "acme/*")})
 	s, err := c.Sessions().Create(ctx, &client.CreateSessionRequest{Repo: "acme/widgets", Role: "author", PR: 7, Branch: "fix-7",
 		Agent: checkpointd.Agent{Runtime: "claude-code"}}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = d.push(head1)
+	_ = forgeAt(d, head1)
 	doc := checkpointd.Document{SchemaVersion: checkpointd.SchemaVersion, RunID: s.Run.ID, FencingToken: s.Run.FencingToken,
 		Role: "author", Stage: "implementing", Target: &checkpointd.Target{Repo: "acme/widgets", PR: 7},
 		Workspace: &checkpointd.Workspace{Branch: "fix-7", Head: head1}}
@@ -218,16 +219,15 @@ func ExampleClient_Watch() {
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
-			_ = d.push([]string{"89abcdef0123456789abcdef0123456789abcdef", head1}[i%2])
+			_ = forgeAt(d, []string{"89abcdef0123456789abcdef0123456789abcdef", head1}[i%2])
 		}
 	}()
 	for ev, err := range c.Watch(ctx, client.WatchOptions{Session: s.Session.ID}) {
 		if err != nil {
 			log.Fatal(err)
 		}
-		var v struct{ From, To string }
-		if ev.Type == "validity" && json.Unmarshal(ev.Data, &v) == nil && v.To == string(checkpointd.ValidityStale) {
-			fmt.Println("validity", v.From, "→", v.To, "for", ev.SessionID() == s.Session.ID)
+		if v, ok := ev.Event.(*client.ValidityEvent); ok && v.To == checkpointd.ValidityStale {
+			fmt.Println("validity", v.From, "→", v.To, "for", v.SessionID == s.Session.ID)
 			break // stop working from the stale checkpoint: fetch, check, write a fresh one
 		}
 	}
@@ -235,4 +235,23 @@ func ExampleClient_Watch() {
 	<-pushed
 	// Output:
 	// validity valid → stale for true
+}
+
+// startDaemon starts a real daemon in process, over SQLite in a temporary
+// directory (an agent's test calls clienttest.New(t) instead).
+func startDaemon() *clienttest.Daemon {
+	d, err := clienttest.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	return d
+}
+
+// forgeAt reports, as the forge would, that PR 7 of acme/widgets and its
+// branch fix-7 are at head.
+func forgeAt(d *clienttest.Daemon, head string) error {
+	if err := d.PullRequestHead("acme/widgets", 7, head); err != nil {
+		return err
+	}
+	return d.Push("acme/widgets", "fix-7", head)
 }

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,28 +61,6 @@ func newDaemon(t *testing.T, b storetest.Backend) *daemon {
 	}
 	t.Cleanup(d.srv.Close)
 	return d
-}
-
-// exampleDaemon is newDaemon for an Example, which has no *testing.T: an
-// SQLite store in a temporary directory, removed by the returned stop.
-func exampleDaemon() (*daemon, func()) {
-	dir, err := os.MkdirTemp("", "checkpointd-example-")
-	if err != nil {
-		panic(err)
-	}
-	ctx := context.Background()
-	s, err := store.Open(ctx, store.Config{URL: filepath.Join(dir, "checkpointd.db"), Clock: checkpointd.SystemClock{}, Keys: storetest.Keys})
-	if err != nil {
-		panic(err)
-	}
-	if _, err := s.Migrate(ctx); err != nil {
-		panic(err)
-	}
-	d, err := serve(s)
-	if err != nil {
-		panic(err)
-	}
-	return d, func() { d.srv.Close(); s.Close(); os.RemoveAll(dir) }
 }
 
 // client returns a Client of the daemon for token, with fast retries.

@@ -12,8 +12,8 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// Error is a problem answer of the daemon (RFC 9457 application/problem+json,
-// DESIGN §6): match it with errors.As and branch on Code, the stable
+// Error is a problem answer of the daemon (RFC 9457
+// application/problem+json): match it with errors.As and branch on Code, the stable
 // machine-readable reason (not_found, run_superseded, lease_held, …).
 // An answer of an error status that is not a problem document (a proxy's
 // 502 page) is an Error too, with an empty Code and the body in Body.

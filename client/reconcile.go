@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 )
 
-// Reconcile calls the reconcile routes (/v1/reconcile…, DESIGN §8).
+// Reconcile calls the reconcile routes (/v1/reconcile…).
 //
 // A report is returned as the JSON the daemon sent: decode it into
 // reconcile.Report (package github.com/checkpointd/checkpointd/reconcile).

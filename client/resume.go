@@ -8,7 +8,7 @@ import (
 )
 
 // PendingMutation is a resume's pending mutation with the forge's answer
-// about it (DESIGN §17): Outcome done (do not do it again), not_done (do
+// about it: Outcome done (do not do it again), not_done (do
 // it, with the same idempotency key and its marker), or unknown (check it
 // yourself by its idempotency key before acting again); Reason says why.
 type PendingMutation struct {

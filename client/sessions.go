@@ -108,8 +108,7 @@ type SessionListOptions struct {
 	Repo     string // owner/name, or owner/* for every repo of an owner
 	Validity checkpointd.Validity
 	// Stage, WaitingOn (the latest checkpoint's blocker.waiting_on), Live
-	// (the current run's liveness) and Sort are the fleet filters of
-	// DESIGN §6; a daemon that predates them ignores them.
+	// (the current run's liveness) and Sort are the fleet filters; a daemon that predates them ignores them.
 	Stage     string
 	WaitingOn string
 	Live      *bool

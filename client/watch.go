@@ -35,6 +35,18 @@ type WatchEvent struct {
 	Type string
 	// Data is the event's JSON.
 	Data json.RawMessage
+	// Event is Data decoded by Type: *ValidityEvent, *LeaseEvent,
+	// *RunEvent, *CheckpointEvent, *SessionEvent, *DrainEvent, *ResetEvent
+	// or *ErrorEvent; nil for a type this client does not know (Data
+	// still has it). A type switch reads it:
+	//
+	//	switch e := ev.Event.(type) {
+	//	case *client.ValidityEvent:
+	//		if e.To != checkpointd.ValidityValid { … }
+	//	case *client.LeaseEvent:
+	//		…
+	//	}
+	Event any
 }
 
 // SessionID is the session the event is about ("" for drain and reset).
@@ -138,6 +150,7 @@ func readEvents(body io.Reader, emit func(WatchEvent) bool) error {
 				if ev.Type == "" {
 					ev.Type = "message"
 				}
+				ev.Event = decodeEvent(ev.Type, ev.Data)
 				if !emit(ev) {
 					return errStopped
 				}

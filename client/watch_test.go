@@ -22,6 +22,17 @@ func TestReadEvents(t *testing.T) {
 		string(got[0].Data) != "{\"session_id\":\"ses_1\",\n\"to\":\"stale\"}" || got[1].Type != "reset" || got[1].ID != "" {
 		t.Errorf("events %+v", got)
 	}
+	if v, ok := got[0].Event.(*ValidityEvent); !ok || v.SessionID != "ses_1" || v.To != "stale" {
+		t.Errorf("the validity event decoded: %#v", got[0].Event)
+	}
+	if r, ok := got[1].Event.(*ResetEvent); !ok || r.Reason != "too old" {
+		t.Errorf("the reset event decoded: %#v", got[1].Event)
+	}
+	for typ, data := range map[string]string{"future": `{"a":1}`, "lease": `{"lease_id": 5}`} {
+		if e := decodeEvent(typ, []byte(data)); e != nil {
+			t.Errorf("%s %s decoded as %#v, want nil (Data still has it)", typ, data, e)
+		}
+	}
 }
 
 // TestWatchResumes: a stream that breaks is reopened with the id of the

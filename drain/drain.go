@@ -1,4 +1,4 @@
-// Package drain is the drain gate's procedure (DESIGN §9): what a status
+// Package drain is the drain gate's procedure: what a status
 // and a completion do across the store, the forge and the replicas, and
 // what a replica does with a checkpoint write that failed. The rule it
 // applies is the domain's (checkpointd.DrainBlockers, on what the store

@@ -1,5 +1,5 @@
 // Package forgestatus keeps a commit status on the heads of every session's
-// branch (--forge-status, DESIGN §17): success, pending or failure, as
+// branch (--forge-status): success, pending or failure, as
 // checkpointd.SessionStatus says, so that people who review and merge see
 // on the pull request whether the agent behind it works from a valid view,
 // and a branch protection rule can require it.

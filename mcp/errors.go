@@ -144,6 +144,8 @@ func article(kind string) string {
 		return "a " + kind
 	case kind == "array", kind == "object":
 		return "an " + kind
+	case kind == "bool":
+		return "a boolean" // JSON's word, not Go's
 	}
 	return "a " + kind
 }

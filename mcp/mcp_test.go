@@ -233,7 +233,7 @@ func TestUnauthenticatedAndForeignOrigin(t *testing.T) {
 	}
 }
 
-// TestToolsAnnounced: the tools of DESIGN §13 with honest annotations and
+// TestToolsAnnounced: the tools with honest annotations and
 // the published checkpoint schema as checkpoint_write's checkpoint.
 func TestToolsAnnounced(t *testing.T) {
 	d := newDaemon(t, storetest.SQLite)
@@ -358,7 +358,7 @@ func TestAgentLoop(t *testing.T) {
 		}
 		for args, want := range map[string]problem{
 			`{"ttl_seconds":"ten minutes"}`: {"/ttl_seconds", "must be an integer, not a string"},
-			`{"ttl_seconds":true}`:          {"/ttl_seconds", "must be an integer, not a bool"},
+			`{"ttl_seconds":true}`:          {"/ttl_seconds", "must be an integer, not a boolean"},
 			`{"ttl":600}`:                   {"/ttl", "is not an argument of this tool"},
 		} {
 			var m map[string]any
@@ -472,7 +472,7 @@ func TestScope(t *testing.T) {
 	if _, te := other.call("session_resume", map[string]any{"session_id": str(s, "session", "id")}); te == nil || te.Code != "forbidden" {
 		t.Errorf("another scope resumes the session: %+v", te)
 	} else if strings.Contains(te.Detail+string(te.Extra), "widgets") {
-		t.Errorf("the refusal names the session's repository (DESIGN §5): %+v", te)
+		t.Errorf("the refusal names the session's repository: %+v", te)
 	}
 	if _, te := other.call("session_start", map[string]any{"repo": "acme/widgets", "role": "author", "agent": map[string]any{}}); te == nil || te.Code != "forbidden" {
 		t.Errorf("another scope starts a session in acme: %+v", te)

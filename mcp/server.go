@@ -1,4 +1,4 @@
-// Package mcp is checkpointd's Model Context Protocol server (DESIGN §13),
+// Package mcp is checkpointd's Model Context Protocol server,
 // built on the official Go SDK: the tools session_start, session_resume,
 // checkpoint_write, lease_acquire, lease_renew, lease_release, heartbeat,
 // session_end, drain_status and session_find; the checkpoint schema and each in-scope
@@ -28,7 +28,7 @@ import (
 	"github.com/checkpointd/checkpointd/client"
 )
 
-// Resource URIs (DESIGN §13).
+// Resource URIs.
 const (
 	SchemaURI     = "checkpointd://schema/checkpoint/v1"
 	sessionPrefix = "checkpointd://sessions/"

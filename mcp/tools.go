@@ -14,7 +14,7 @@ import (
 	"github.com/checkpointd/checkpointd/client"
 )
 
-// toolDef is one tool of DESIGN §13: its name, what a model reads about
+// toolDef is one tool: its name, what a model reads about
 // it, its honest annotations, and its schemas (schemas.go).
 type toolDef struct {
 	name, title, description          string
@@ -311,7 +311,7 @@ func tools(c *client.Client, wf checkpointd.Workflow, onSession func(*checkpoint
 			if err != nil {
 				return nil, err
 			}
-			// The answer's run carries only these (DESIGN §6).
+			// The answer's run carries only these.
 			return map[string]any{"run": map[string]any{"id": run.ID, "last_seen_at": run.LastSeenAt, "live": run.Live}}, nil
 		}))
 

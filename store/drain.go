@@ -14,7 +14,7 @@ import (
 	"github.com/checkpointd/checkpointd/migrations"
 )
 
-// The drain gate (DESIGN §9) reads readiness from the session row
+// The drain gate reads readiness from the session row
 // (migrations 00006): a session blocks exactly when it is active and not
 // drain_ready or not valid, and the partial index sessions_drain_blocking
 // holds exactly those rows. Every query below that looks for blocking

@@ -13,7 +13,7 @@ import (
 )
 
 // WriteFailure is a failed checkpoint write to a session, to record
-// against a running drain (DESIGN §9: a write failure blocks).
+// against a running drain (a write failure blocks).
 type WriteFailure struct {
 	SessionID string
 	// RunID names the run the failed document claimed to be; it must be

@@ -13,7 +13,7 @@ import (
 )
 
 // creation is a session create or a run takeover, the two ways a drain is
-// told to refuse (DESIGN §9).
+// told to refuse.
 type creation func(ctx context.Context, s *store.Store, sess *checkpointd.Session) error
 
 func createSession(ctx context.Context, s *store.Store, _ *checkpointd.Session) error {

@@ -15,8 +15,8 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// The gate vouches only for a latest checkpoint it can read back whole
-// (DESIGN §9). The session row says a session is ready; the completion
+// The gate vouches only for a latest checkpoint it can read back whole.
+// The session row says a session is ready; the completion
 // then checks, on the rows it locked, that the latest checkpoint of every
 // session it is about to vouch for reads back as a read of it would
 // (vouch: its document is the one written, its seal opens).

@@ -10,7 +10,7 @@ import (
 )
 
 // Background work (lease expiry, reconcile, retention) runs in one replica
-// at a time (DESIGN §11). On PostgreSQL each kind of work has a session
+// at a time. On PostgreSQL each kind of work has a session
 // advisory lock, keyed by its name and the schema, held on a connection of
 // its own for as long as the work runs; a replica that does not get it
 // tries again every exclusiveRetry. The lock goes with its connection: if

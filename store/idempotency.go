@@ -259,7 +259,7 @@ func newClaim() string {
 // restarted under it) is a new incarnation from its next claim on: what it
 // claimed before is free for anyone, and a request of it still processing
 // such a claim is fenced off by the takeover (complete). On SQLite, one
-// daemon per file (DESIGN §10), every owner but this process is a
+// daemon per file, every owner but this process is a
 // previous process.
 
 // incarnationLock prefixes the name of an incarnation's lock (lockSQL).

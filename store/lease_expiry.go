@@ -11,8 +11,8 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// A lease is lost at its expires_at, whether or not anyone has ended it yet
-// (DESIGN §15). The expiry worker ends leases every few seconds, so that
+// A lease is lost at its expires_at, whether or not anyone has ended it yet.
+// The expiry worker ends leases every few seconds, so that
 // the events and validity changes are recorded without waiting for anyone;
 // an acquire, renewal or checkpoint write judges by time on its own; and
 // Settled, which the API calls before every answer that reports validity

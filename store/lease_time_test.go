@@ -53,7 +53,7 @@ func (e *expiring) validity(t *testing.T) checkpointd.Validity {
 }
 
 // TestValidityReadsReflectTime: a lease is lost at its expires_at whether
-// or not the expiry worker ran (DESIGN §15). Right at that instant, after
+// or not the expiry worker ran. Right at that instant, after
 // Settled (which the API calls before every answer that reports validity),
 // every read says lease_lost: the session, the list, the latest checkpoint
 // the resume verdict is read from, the lease itself, the drain status; and

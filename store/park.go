@@ -20,7 +20,7 @@ type Operator struct {
 // every check of the current run fences the parked one off) and sets its
 // drain readiness from its latest checkpoint alone: a parked session has
 // no run to hold unwritten state, so it is ready when that checkpoint is
-// complete and was not found unreadable (DESIGN §9; checkpointd.DrainBlockers). StartDrain keeps the
+// complete and was not found unreadable (checkpointd.DrainBlockers). StartDrain keeps the
 // readiness of parked sessions.
 const park = `
 UPDATE sessions SET current_run_id = '', updated_at = ?,
@@ -28,7 +28,7 @@ UPDATE sessions SET current_run_id = '', updated_at = ?,
 WHERE id = ? AND state = 'active' AND current_run_id = ?`
 
 // ParkSession supersedes the current run of an active session without
-// starting one (DESIGN §2): the run is fenced off as by a takeover (its
+// starting one: the run is fenced off as by a takeover (its
 // later calls answer ErrRunSuperseded, its leases move off it with new
 // tokens), the session stays active and waits for the next run, which
 // picks the leases up (StartRun). Allowed during a drain. inScope, when

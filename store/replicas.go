@@ -12,7 +12,7 @@ import (
 
 // The replicas table is how a drain completion learns, across replicas and
 // restarts, that no replica keeps a failed checkpoint write the store has
-// not recorded (DESIGN §9; writefail keeps them). Times are each replica's
+// not recorded (writefail keeps them). Times are each replica's
 // own clock: only the confirmation numbers are compared.
 
 const replicaColumns = `id, host, pid, version, started_at, heard_at, confirmed, pending, unknown`

@@ -18,7 +18,7 @@ import (
 const replicaCount = 3
 
 // TestReplicasShareInvariants: three replicas on one PostgreSQL, each
-// hammered at once, keep every invariant DESIGN §12 puts in the database:
+// hammered at once, keep every invariant the database holds:
 // one current run per session, consecutive checkpoint seqs with nothing
 // lost, one effect per webhook delivery id, one winner per Idempotency-Key.
 func TestReplicasShareInvariants(t *testing.T) {

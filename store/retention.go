@@ -15,7 +15,7 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// Retention is the policy that bounds the store's growth (DESIGN §10;
+// Retention is the policy that bounds the store's growth (
 // docs/retention.md). A zero age disables its rule; see DefaultRetention
 // for the defaults the daemon runs with.
 type Retention struct {

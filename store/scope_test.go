@@ -15,7 +15,7 @@ import (
 // caller's scope does not cover the session is refused as forbidden
 // whatever the session's run state: a superseded run, a stale fencing
 // token, an ended session or a held resource must not be told to a token
-// that may not see the session (DESIGN §5). In scope, the same requests
+// that may not see the session. In scope, the same requests
 // get their state's answer.
 func TestScopeBeforeRunState(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {

@@ -151,7 +151,7 @@ FROM leases WHERE state = 'held' AND expires_at > ? AND session_id IN (`
 
 // fillLeases sets the leases each active session of a page holds now, in
 // one query for the whole page: held and not past expires_at, whether or
-// not the expiry worker has run (DESIGN §15).
+// not the expiry worker has run.
 func (s *Store) fillLeases(ctx context.Context, now time.Time, page []*checkpointd.Session) error {
 	bySession := map[string]*checkpointd.Session{}
 	args := []any{micros(now)}

@@ -402,7 +402,7 @@ func TestStoreDownIsUnavailable(t *testing.T) {
 	})
 }
 
-// Claimants of one handoff (DESIGN §6 if_run): of n conditional takeovers
+// Claimants of one handoff (if_run): of n conditional takeovers
 // naming the same run, exactly one starts a run and the others are
 // refused with ErrRunChanged, and likewise for "" on a parked session.
 func TestConditionalTakeoversHaveOneWinner(t *testing.T) {

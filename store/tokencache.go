@@ -12,7 +12,7 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// The authentication cache (DESIGN §15: a token revoked on one replica
+// The authentication cache (a token revoked on one replica
 // stops working on every replica within 1 s, on SQLite at once).
 //
 // Decisions:

@@ -12,7 +12,7 @@ import (
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
-// revocationBound is DESIGN §15's: a token revoked on another replica works
+// revocationBound is the product's: a token revoked on another replica works
 // for at most this long.
 const revocationBound = time.Second
 

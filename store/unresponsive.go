@@ -16,7 +16,7 @@ import (
 // crosses --run-liveness. The change feed reports it anyway: a background
 // pass, on one replica at a time, appends one run.unresponsive event per
 // run once it is unheard for the window, and does nothing else — a run
-// reads as unresponsive, it is never acted on (DESIGN §2).
+// reads as unresponsive, it is never acted on.
 
 // unresponsiveBatch bounds the sessions one pass marks in a transaction.
 const unresponsiveBatch = 200

@@ -13,7 +13,7 @@ import (
 )
 
 // cookieName is the console's session cookie. Its value is a random id;
-// the token it stands for stays on the server (DESIGN §14).
+// the token it stands for stays on the server.
 const cookieName = "checkpointd_console"
 
 // consoleSession is one signed-in person: the token they pasted (kept in

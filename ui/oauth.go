@@ -18,13 +18,13 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// OAuth configures "Sign in with Gitea" (DESIGN §14, §17): the forge's
+// OAuth configures "Sign in with Gitea": the forge's
 // OAuth2 authorization-code flow with PKCE (S256) and state. The person's
 // console role comes from the forge — site administrators and members of
 // OperatorTeams are operators, members of ReaderTeams readers, everyone else
 // is refused — and a reader sees the repositories they can read there,
 // checked at sign-in and at most every Recheck after. Operators are not
-// bounded: the operator role is fleet-wide (DESIGN §5: drain, reconcile and
+// bounded: the operator role is fleet-wide (drain, reconcile and
 // force-clear act on every session), so a bounded operator would act on
 // sessions they cannot see. The console acts for the person with a daemon
 // token minted at sign-in (Mint) and revoked when the console session ends,

@@ -10,7 +10,7 @@ import (
 )
 
 // TestRevokedTokenEndsAnOpenPage: a console page open on a token that is
-// then revoked stops hearing the change feed within DESIGN §15's bound
+// then revoked stops hearing the change feed within the revocation bound (1 s)
 // (the API's stream re-authenticates every second and ends; the console's
 // relay ends with it): a change made after the revocation never reaches
 // the open page, and the next request of the page goes back to sign-in.

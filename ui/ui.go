@@ -1,4 +1,4 @@
-// Package ui is the operator console (DESIGN §14): server-rendered pages
+// Package ui is the operator console: server-rendered pages
 // under /ui/ over the daemon's own API. Every page reads, and every action
 // acts, through the same API call the CLI makes, in process and with the
 // signed-in person's token: the same scope checks, validation and events,

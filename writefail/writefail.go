@@ -1,6 +1,6 @@
 // Package writefail keeps the failed checkpoint writes a replica could not
 // record in the store, so that they block a running drain across restarts
-// and replicas (DESIGN §9).
+// and replicas.
 //
 // A write that fails while the store cannot record the failure — the
 // bearer-token lookup failed, or the write and the recording did — is

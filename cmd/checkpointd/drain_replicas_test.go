@@ -14,7 +14,7 @@ import (
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
-// The drain gate across restarts and replicas (DESIGN §9): a failed write
+// The drain gate across restarts and replicas: a failed write
 // the store could not record blocks every completion decided after the
 // store is back — by the replica that answered it after any restart, and
 // by every other replica.

@@ -17,7 +17,7 @@ import (
 )
 
 // mcpCommand bridges a running daemon's tools to stdio, for MCP clients
-// that only spawn local servers (DESIGN §13). The bridge serves the same
+// that only spawn local servers. The bridge serves the same
 // tools and resources as the daemon's /mcp, each calling the daemon's API
 // over HTTP with --token.
 func mcpCommand(clientFlags []cli.Flag) *cli.Command {

@@ -157,7 +157,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	}
 	// The failed writes this replica could not record before it stopped
 	// are replayed now; the replica announces itself before it serves, so
-	// every completion from here on asks it (DESIGN §9).
+	// every completion from here on asks it.
 	journalPath := c.String("write-failure-journal")
 	if journalPath == "" {
 		journalPath = filepath.Join(dataDir, "write-failures.journal")

@@ -6,7 +6,7 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-// The fleet fields of a session summary (DESIGN §6), "" when there is no
+// The fleet fields of a session summary, "" when there is no
 // checkpoint to read them from.
 
 // waitingOn is the latest checkpoint's blocker.waiting_on.

@@ -101,7 +101,7 @@ func TestTokenLifecycleWhileServing(t *testing.T) {
 		if strings.TrimSpace(out) != "revoked "+id {
 			t.Errorf("revoke printed %q", out)
 		}
-		// DESIGN §15: on SQLite at once; on PostgreSQL the daemon's
+		// A revocation holds on SQLite at once; on PostgreSQL the daemon's
 		// authentication cache may serve it for up to 1 s (in practice
 		// until the NOTIFY arrives).
 		for b == storetest.Postgres {
