@@ -504,3 +504,49 @@ func leafMessage(ek jsonschema.ErrorKind) string {
 		return fmt.Sprintf("fails the %q constraint", strings.Join(ek.KeywordPath(), "/"))
 	}
 }
+
+// CheckpointSchema is the published checkpoint schema (CheckpointSchemaJSON)
+// with w's roles and stages as the enums of role and stage: what this
+// daemon accepts, so a client or a model knows them before its first
+// write. It is what GET /v1/schema/checkpoint serves and the MCP tools
+// announce. A w that Validate refuses (the zero Workflow) has no enums to
+// give: the published schema as it is.
+func (w Workflow) CheckpointSchema() []byte {
+	if w.Validate() != nil {
+		return CheckpointSchemaJSON
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(CheckpointSchemaJSON, &doc); err != nil {
+		panic(fmt.Sprintf("checkpointd: the embedded schema: %v", err))
+	}
+	props := doc["properties"].(map[string]any)
+	for name, values := range map[string][]string{"role": w.Roles, "stage": w.Stages} {
+		p := props[name].(map[string]any)
+		p["enum"] = values
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // the descriptions' <!-- … --> stay legible
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		panic(err)
+	}
+	return out.Bytes()
+}
+
+// WorkflowOfSchema reads the roles and stages back from a schema
+// CheckpointSchema wrote (a daemon's GET /v1/schema/checkpoint); false
+// when it names none, as a daemon that predates them serves.
+func WorkflowOfSchema(doc []byte) (Workflow, bool) {
+	var s struct {
+		Properties struct {
+			Role  struct{ Enum []string } `json:"role"`
+			Stage struct{ Enum []string } `json:"stage"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(doc, &s) != nil {
+		return Workflow{}, false
+	}
+	w := Workflow{Roles: s.Properties.Role.Enum, Stages: s.Properties.Stage.Enum}
+	return w, w.Validate() == nil
+}

@@ -97,18 +97,18 @@ func (k *keeper) round(ctx context.Context) (time.Time, bool) {
 		}
 	}
 	next := k.nextBeat
-	held := map[string]checkpointd.Lease{}
+	// The run's leases, to pick up those acquired since; when the list
+	// fails, the leases already kept are still renewed.
 	for l, err := range k.c.Leases().All(ctx, LeaseListOptions{SessionID: k.session, State: checkpointd.LeaseHeld}) {
 		if err != nil {
-			return earliest(next, now.Add(k.retry)), ctx.Err() == nil
+			if ctx.Err() != nil {
+				return now, false
+			}
+			next = earliest(next, now.Add(k.retry))
+			break
 		}
-		if l.Holder.RunID == k.run {
-			held[l.ID] = l
-		}
-	}
-	for id := range held {
-		if k.leases[id] == nil {
-			k.leases[id] = &kept{due: now} // first seen: renew now, then by this clock
+		if l.Holder.RunID == k.run && k.leases[l.ID] == nil {
+			k.leases[l.ID] = &kept{due: now} // first seen: renew now, then by this clock
 		}
 	}
 	for id, l := range k.leases {

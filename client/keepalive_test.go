@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +22,13 @@ func TestKeepAlive(t *testing.T) {
 		d := newDaemon(t, b)
 		var mu sync.Mutex
 		calls := map[string]int{}
+		var down atomic.Bool
 		count := roundTrip(func(r *http.Request) (*http.Response, error) {
+			if down.Load() {
+				resp := problemAnswer(http.StatusServiceUnavailable, "store_unavailable")
+				resp.Request = r
+				return resp, nil
+			}
 			if r.Method == http.MethodPost {
 				mu.Lock()
 				calls[r.URL.Path]++
@@ -68,6 +75,23 @@ func TestKeepAlive(t *testing.T) {
 			if left := time.Until(held.ExpiresAt); left < 5*time.Second {
 				t.Errorf("lease %s expires in %v: not kept renewed", held.ID, left)
 			}
+		}
+
+		// The daemon cannot reach its store for a while: nothing is lost,
+		// nothing reported; the renewals go on after.
+		down.Store(true)
+		select {
+		case loss := <-losses:
+			t.Fatalf("a passing outage reported as a loss: %+v", loss)
+		case <-time.After(time.Second):
+		}
+		down.Store(false)
+		before := renewals(pr)
+		for deadline := time.Now().Add(10 * time.Second); renewals(pr) == before; {
+			if time.Now().After(deadline) {
+				t.Fatal("no renewal after the outage")
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 
 		// An operator takes the branch lease away: reported, the rest goes on.
