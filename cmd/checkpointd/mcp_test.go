@@ -86,8 +86,23 @@ func TestMCPBridge(t *testing.T) {
 	}
 	raw, _ := json.Marshal(res.StructuredContent)
 	_ = json.Unmarshal(raw, &started)
-	// The daemon has the session the bridge created.
+	// The daemon has the session the bridge created, and session_find
+	// finds it by its branch.
 	call(t, "GET", d.URL+"/v1/sessions/"+started.Session.ID, readSecret(t, tokenPath(dir)), nil).expect(t, 200)
+	res, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "session_find", Arguments: map[string]any{"repo": "acme/widgets", "branch": "fix-12"}})
+	if err != nil || res.IsError {
+		t.Fatalf("session_find: %v %v", err, res)
+	}
+	var foundOut struct {
+		Items []struct {
+			ID    string
+			RunID string `json:"run_id"`
+		}
+	}
+	raw, _ = json.Marshal(res.StructuredContent)
+	if _ = json.Unmarshal(raw, &foundOut); len(foundOut.Items) != 1 || foundOut.Items[0].ID != started.Session.ID || foundOut.Items[0].RunID != started.Run.ID {
+		t.Errorf("session_find over the bridge: %s", raw)
+	}
 
 	res, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "session_start",
 		Arguments: map[string]any{"repo": "other/repo", "role": "author", "agent": map[string]any{}}})
