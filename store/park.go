@@ -16,8 +16,8 @@ type Operator struct {
 	Name    string `json:"name"`
 }
 
-// park leaves the session with no current run (” matches no run id, so
-// every check of the current run fences the parked one off) and sets its
+// park leaves the session with no current run (the empty run id matches
+// no run, so every check of the current run fences the parked one off) and sets its
 // drain readiness from its latest checkpoint alone: a parked session has
 // no run to hold unwritten state, so it is ready when that checkpoint is
 // complete and was not found unreadable (checkpointd.DrainBlockers). StartDrain keeps the

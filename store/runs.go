@@ -50,8 +50,8 @@ const supersedeRun = `UPDATE runs SET superseded_at = ?, superseded_by = ? WHERE
 // start that did not ask to take over.
 const startParked = startRunSet + ` AND current_run_id = ''` + startRunReturning
 
-// takeOverIf is takeOver only while the given run is current (” for
-// none): the conditional takeover of NewRun.IfRun.
+// takeOverIf is takeOver only while the given run is current (the empty
+// id for none): the conditional takeover of NewRun.IfRun.
 const takeOverIf = startRunSet + ` AND current_run_id = ?` + startRunReturning
 
 // StartRun starts a new run on an active session. Without takeover it fails
