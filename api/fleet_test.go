@@ -235,7 +235,8 @@ checkpointd_sessions_active{validity="unverified"} %d
 checkpointd_sessions_active{validity="valid"} 0
 checkpointd_sessions_active_by_liveness{liveness="live"} %d
 checkpointd_sessions_active_by_liveness{liveness="parked"} %d
-checkpointd_sessions_active_by_liveness{liveness="unresponsive"} %d`, leases, unverified, live, parked, unresponsive)
+checkpointd_sessions_active_by_liveness{liveness="unresponsive"} %d
+checkpointd_store_errors_total{op="read"} 0`, leases, unverified, live, parked, unresponsive)
 }
 
 // TestFleetGauges: the gauges scraped from /metrics after a known fleet;

@@ -52,6 +52,12 @@ var errorSources = func() []string {
 	return out
 }()
 
+var (
+	storeOps       = []string{"read", "write", "ping"}
+	retryReasons   = []string{"conflict", "connection"}
+	drainDecisions = []string{"completed", "blocked", "failed"}
+)
+
 var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 // oneOf returns v when it is in set, else "other".

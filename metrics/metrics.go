@@ -53,6 +53,7 @@ type Metrics struct {
 	settleDur          prometheus.Histogram
 	watchers           prometheus.Gauge
 	watchDropped       *prometheus.CounterVec
+	buildInfo          *prometheus.GaugeVec
 }
 
 // New registers every metric, and the Go runtime and process collectors,
@@ -105,7 +106,7 @@ func New() *Metrics {
 		Help: "1 for the drain state this replica last saw (none, draining, completed), 0 for the others."}, []string{"state"})
 	f(m.drainState)
 	m.drainBlocking = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "drain_blocking_sessions",
-		Help: "Active sessions blocking the drain, as of the last drain status or decision this replica served."})
+		Help: "Active sessions blocking the drain, read at this scrape (0 without a drain)."})
 	f(m.drainBlocking)
 	m.drainDecisions = counter("drain_decisions_total",
 		"Drain gate decisions by outcome: completed, blocked, failed (could not decide: fail closed).", "outcome")
@@ -127,10 +128,60 @@ func New() *Metrics {
 	f(m.watchers)
 	m.watchDropped = counter("watch_dropped_total",
 		"Watch streams this replica ended because the client fell behind: slow_client (its queue filled), write_timeout (a write blocked), memory_budget (the queues of all streams passed the budget; it held most).", "reason")
+	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
+		Help: "Always 1, labelled with the daemon's version, its commit (revision, empty when the build recorded none) and the Go version it was built with."},
+		[]string{"version", "revision", "goversion"})
+	f(m.buildInfo)
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.SetDrainState(DrainNone)
+	m.startAtZero()
 	return m
+}
+
+// SetBuildInfo says which build this daemon is (checkpointd_build_info);
+// call it once, at start.
+func (m *Metrics) SetBuildInfo(version, revision, goVersion string) {
+	if m == nil {
+		return
+	}
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, revision, goVersion).Set(1)
+}
+
+// startAtZero creates every labelled counter's series for its known label
+// values, at 0: an alert on rate() or increase() then fires on the first
+// event, instead of missing it because the series appeared with it. The
+// HTTP counters are left out (their routes are many); the webhook counter
+// starts only for the events the daemon acts on, "other" and "none".
+func (m *Metrics) startAtZero() {
+	zero := func(c *prometheus.CounterVec, sets ...[]string) {
+		var walk func(values []string, rest [][]string)
+		walk = func(values []string, rest [][]string) {
+			if len(rest) == 0 {
+				c.WithLabelValues(values...)
+				return
+			}
+			for _, v := range rest[0] {
+				walk(append(values, v), rest[1:])
+			}
+		}
+		walk(nil, sets)
+	}
+	zero(m.checkpointWrites, problemCodes)
+	zero(m.checkpointReads, readKinds, problemCodes)
+	zero(m.idempotency, idempotencyResults)
+	zero(m.webhookDeliveries, []string{"push", "create", "delete", "pull_request", "pull_request_sync", "other", "none"}, webhookOutcomes)
+	zero(m.validity, validityCauses, validities)
+	zero(m.leaseEvents, leaseEvents)
+	zero(m.reconcilePasses, passOutcomes)
+	zero(m.forgeCalls, forgeOutcomes)
+	zero(m.drainDecisions, drainDecisions)
+	zero(m.storeErrors, storeOps)
+	zero(m.storeRetries, retryReasons)
+	zero(m.errorsRecorded, errorSources)
+	zero(m.errorsDropped, errorSources, dropReasons)
+	zero(m.watchDropped, watchDropReasons)
 }
 
 // Registry is the registry the metrics live on (for tests and extra
@@ -198,12 +249,14 @@ const (
 	ReadResume = "resume"
 )
 
+var readKinds = []string{ReadGet, ReadList, ReadResume}
+
 // CheckpointRead counts a checkpoint read request.
 func (m *Metrics) CheckpointRead(kind, outcome string) {
 	if m == nil {
 		return
 	}
-	m.checkpointReads.WithLabelValues(oneOf(kind, []string{ReadGet, ReadList, ReadResume}), oneOf(outcome, problemCodes)).Inc()
+	m.checkpointReads.WithLabelValues(oneOf(kind, readKinds), oneOf(outcome, problemCodes)).Inc()
 }
 
 // Idempotency results.
@@ -213,12 +266,14 @@ const (
 	IdemInFlight = "in_flight"
 )
 
+var idempotencyResults = []string{IdemReplayed, IdemConflict, IdemInFlight}
+
 // Idempotency counts a keyed request that was replayed or refused.
 func (m *Metrics) Idempotency(result string) {
 	if m == nil {
 		return
 	}
-	m.idempotency.WithLabelValues(oneOf(result, []string{IdemReplayed, IdemConflict, IdemInFlight})).Inc()
+	m.idempotency.WithLabelValues(oneOf(result, idempotencyResults)).Inc()
 }
 
 // WebhookDelivery counts a delivery by its event header (mapped onto the
@@ -273,7 +328,7 @@ func (m *Metrics) StoreError(op string) {
 	if m == nil {
 		return
 	}
-	m.storeErrors.WithLabelValues(oneOf(op, []string{"read", "write", "ping"})).Inc()
+	m.storeErrors.WithLabelValues(oneOf(op, storeOps)).Inc()
 }
 
 // StoreRetry counts a write transaction tried again (store.Observer).
@@ -281,7 +336,7 @@ func (m *Metrics) StoreRetry(reason string) {
 	if m == nil {
 		return
 	}
-	m.storeRetries.WithLabelValues(oneOf(reason, []string{"conflict", "connection"})).Inc()
+	m.storeRetries.WithLabelValues(oneOf(reason, retryReasons)).Inc()
 }
 
 // Reconcile pass outcomes.
@@ -292,12 +347,14 @@ const (
 	PassFailed      = "failed"
 )
 
+var passOutcomes = []string{PassOK, PassForgeErrors, PassNoForge, PassFailed}
+
 // ReconcilePass counts a pass and observes its duration.
 func (m *Metrics) ReconcilePass(outcome string, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.reconcilePasses.WithLabelValues(oneOf(outcome, []string{PassOK, PassForgeErrors, PassNoForge, PassFailed})).Inc()
+	m.reconcilePasses.WithLabelValues(oneOf(outcome, passOutcomes)).Inc()
 	m.reconcileDur.Observe(took.Seconds())
 }
 
@@ -363,7 +420,7 @@ func (m *Metrics) DrainDecision(outcome string) {
 	if m == nil {
 		return
 	}
-	m.drainDecisions.WithLabelValues(oneOf(outcome, []string{"completed", "blocked", "failed"})).Inc()
+	m.drainDecisions.WithLabelValues(oneOf(outcome, drainDecisions)).Inc()
 }
 
 // Reasons a durable error was dropped.
@@ -371,6 +428,8 @@ const (
 	DropRateLimited = "rate_limited"
 	DropStoreFailed = "store_failed"
 )
+
+var dropReasons = []string{DropRateLimited, DropStoreFailed}
 
 // ErrorRecorded counts a durable error written.
 func (m *Metrics) ErrorRecorded(source checkpointd.ErrorSource) {
@@ -385,7 +444,7 @@ func (m *Metrics) ErrorDropped(source checkpointd.ErrorSource, reason string) {
 	if m == nil {
 		return
 	}
-	m.errorsDropped.WithLabelValues(oneOf(string(source), errorSources), oneOf(reason, []string{DropRateLimited, DropStoreFailed})).Inc()
+	m.errorsDropped.WithLabelValues(oneOf(string(source), errorSources), oneOf(reason, dropReasons)).Inc()
 }
 
 // HTTPRequest counts a served request by method, route pattern (as the
@@ -424,6 +483,8 @@ const (
 	WatchMemoryBudget = "memory_budget"
 )
 
+var watchDropReasons = []string{WatchSlowClient, WatchWriteTimeout, WatchMemoryBudget}
+
 // SetWatchers sets the number of open watch streams.
 func (m *Metrics) SetWatchers(n int) {
 	if m == nil {
@@ -437,5 +498,5 @@ func (m *Metrics) WatchDropped(reason string) {
 	if m == nil {
 		return
 	}
-	m.watchDropped.WithLabelValues(oneOf(reason, []string{WatchSlowClient, WatchWriteTimeout, WatchMemoryBudget})).Inc()
+	m.watchDropped.WithLabelValues(oneOf(reason, watchDropReasons)).Inc()
 }

@@ -67,3 +67,41 @@ func TestUnknownLabelValuesAreOther(t *testing.T) {
 		}
 	}
 }
+
+// TestCountersStartAtZero: before any event, the labelled counters have a
+// series at 0 for each known label value (an alert on increase() fires on
+// the first event), and checkpointd_build_info says which build this is.
+func TestCountersStartAtZero(t *testing.T) {
+	m := metrics.New()
+	m.SetBuildInfo("v1.4.0", "4adf5e7415fc014beb2be7286f19c1b523aec0ea", "go1.26.8")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	text := rec.Body.String()
+	for _, want := range []string{
+		`checkpointd_build_info{goversion="go1.26.8",revision="4adf5e7415fc014beb2be7286f19c1b523aec0ea",version="v1.4.0"} 1`,
+		`checkpointd_checkpoint_writes_total{outcome="store_unavailable"} 0`,
+		`checkpointd_checkpoint_reads_total{kind="resume",outcome="ok"} 0`,
+		`checkpointd_webhook_deliveries_total{event="push",outcome="bad_signature"} 0`,
+		`checkpointd_webhook_deliveries_total{event="none",outcome="missing_signature"} 0`,
+		`checkpointd_validity_transitions_total{cause="webhook",to="invalidated"} 0`,
+		`checkpointd_lease_events_total{event="expired"} 0`,
+		`checkpointd_reconcile_passes_total{outcome="failed"} 0`,
+		`checkpointd_reconcile_forge_calls_total{outcome="rate_limited"} 0`,
+		`checkpointd_drain_decisions_total{outcome="failed"} 0`,
+		`checkpointd_store_errors_total{op="write"} 0`,
+		`checkpointd_store_retries_total{reason="conflict"} 0`,
+		`checkpointd_errors_dropped_total{reason="store_failed",source="webhook"} 0`,
+		`checkpointd_watch_dropped_total{reason="memory_budget"} 0`,
+		`checkpointd_idempotency_total{result="conflict"} 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	m.SetBuildInfo("v1.4.1", "", "go1.26.8")
+	rec = httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if n := strings.Count(rec.Body.String(), "\ncheckpointd_build_info{"); n != 1 {
+		t.Errorf("%d checkpointd_build_info series after a second SetBuildInfo, want 1", n)
+	}
+}
