@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,12 +10,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	systemd "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v3"
 	"golang.org/x/sync/errgroup"
 
@@ -139,6 +142,8 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// One set of metrics for the whole daemon, observed from the start so
 	// the restart's validity reset is counted too.
 	m := metrics.New()
+	b := thisBuild()
+	m.SetBuildInfo(b.Version, b.Revision, cmp.Or(b.GoVersion, runtime.Version()))
 	s.SetObserver(m)
 	s.SetErrorsKeep(c.Int("errors-keep"))
 	s.SetRunLiveness(c.Duration("run-liveness"))
@@ -282,6 +287,10 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	}
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("store", string(s.Dialect())),
 		slog.Int64("schema_version", schemaVersion), slog.String("metrics_addr", metricsAddr))
+	// Under systemd's Type=notify the unit is started once the listener is
+	// bound (connections queue until Serve accepts them); elsewhere
+	// NOTIFY_SOCKET is unset and this does nothing.
+	notifySystemd(log, systemd.SdNotifyReady)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -328,6 +337,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")
+		notifySystemd(log, systemd.SdNotifyStopping)
 		// No more webhooks are taken from here on: a replica starting now
 		// must not count on this one having seen them.
 		leaveServing()
@@ -358,6 +368,15 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	err = g.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// notifySystemd tells systemd the daemon's state (sd_notify), when it
+// runs as a Type=notify unit. A failure to tell is logged, not fatal: the
+// daemon serves either way, and systemd times the start out by itself.
+func notifySystemd(log *slog.Logger, state string) {
+	if _, err := systemd.SdNotify(false, state); err != nil {
+		log.Warn("cannot notify systemd", slog.String("state", state), slog.Any("err", err))
+	}
 }
 
 // watchBacklog is how far back a watch resume reaches: a day, or less when

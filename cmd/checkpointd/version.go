@@ -5,73 +5,102 @@ import (
 	"strings"
 )
 
-// releaseVersion is the version of a release build, stamped by the linker:
+// releaseVersion and releaseRevision describe a release build, stamped by
+// the linker (scripts/release.sh does):
 //
-//	go build -ldflags "-X main.releaseVersion=v1.4.0" ./cmd/checkpointd
+//	go build -ldflags "-X main.releaseVersion=v1.4.0 -X main.releaseRevision=$(git rev-parse HEAD)" ./cmd/checkpointd
 //
 // Empty otherwise: the module version or the VCS revision the go command
-// records says which code this is (docs/upgrade.md).
-var releaseVersion string
+// records says which code this is (docs/upgrade.md). The stamped revision
+// is what a build with -buildvcs=false (or from a tarball) can know.
+var releaseVersion, releaseRevision string
 
-// releaseVersionVar is releaseVersion's name for -ldflags -X.
-const releaseVersionVar = "main.releaseVersion"
+// releaseVersionVar and releaseRevisionVar are their names for -ldflags -X.
+const (
+	releaseVersionVar  = "main.releaseVersion"
+	releaseRevisionVar = "main.releaseRevision"
+)
 
-// version is what `checkpointd version` prints after the program name.
-func version() string {
+// build says which code this binary is: `checkpointd version` prints it
+// and the metric checkpointd_build_info carries it.
+type build struct {
+	Version   string // the release, else the module version, else "devel"
+	Revision  string // the full commit id, "" when nothing recorded it
+	Time      string // the commit time the go command recorded, if any
+	Modified  bool   // the tree had uncommitted changes
+	GoVersion string
+}
+
+// thisBuild reads the stamped release and the go command's build info.
+func thisBuild() build {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		bi = nil
 	}
-	return versionString(releaseVersion, bi)
+	return readBuild(releaseVersion, releaseRevision, bi)
 }
 
-// versionString names the build: the release version, else the module
-// version (go install …@v1.4.0), else "devel"; then the VCS revision, its
-// commit time and whether the tree had uncommitted changes, when the go
-// command recorded them (a build in a git checkout; not in a git worktree,
-// nor with -buildvcs=false), and the Go version. A build that recorded
-// nothing says so rather than print a bare "(devel)".
-func versionString(release string, bi *debug.BuildInfo) string {
-	v := release
-	if v == "" && bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
+// version is what `checkpointd version` prints after the program name.
+func version() string { return thisBuild().String() }
+
+// readBuild names the build: the release version, else the module version
+// (go install …@v1.4.0), else "devel"; the stamped revision, else the VCS
+// revision the go command recorded (a build in a git checkout; not in a
+// git worktree, nor with -buildvcs=false), with its commit time and
+// whether the tree was modified.
+func readBuild(release, revision string, bi *debug.BuildInfo) build {
+	b := build{Version: release, Revision: revision}
+	if b.Version == "" && bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		b.Version = bi.Main.Version
 	}
-	if v == "" {
-		v = "devel"
+	if b.Version == "" {
+		b.Version = "devel"
 	}
+	if bi == nil {
+		return b
+	}
+	b.GoVersion = bi.GoVersion
+	var rev, at string
+	var modified bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if b.Revision == "" || b.Revision == rev {
+		b.Revision, b.Time, b.Modified = rev, at, modified
+	}
+	return b
+}
+
+// String is the version, then in parentheses the short revision with its
+// time and "modified", and the Go version. A build that recorded nothing
+// says so rather than print a bare "(devel)".
+func (b build) String() string {
 	var details []string
-	if bi != nil {
-		var rev, at string
-		var modified bool
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.time":
-				at = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
+	if b.Revision != "" {
+		what := "revision " + b.Revision[:min(len(b.Revision), 12)]
+		if b.Time != "" {
+			what += ", " + b.Time
 		}
-		if rev != "" {
-			what := "revision " + rev[:min(len(rev), 12)]
-			if at != "" {
-				what += ", " + at
-			}
-			if modified {
-				what += ", modified"
-			}
-			details = append(details, what)
+		if b.Modified {
+			what += ", modified"
 		}
+		details = append(details, what)
 	}
-	if v == "devel" && len(details) == 0 {
+	if b.Version == "devel" && len(details) == 0 {
 		details = append(details, "no version or revision recorded: see docs/upgrade.md")
 	}
-	if bi != nil && bi.GoVersion != "" {
-		details = append(details, bi.GoVersion)
+	if b.GoVersion != "" {
+		details = append(details, b.GoVersion)
 	}
 	if len(details) == 0 {
-		return v
+		return b.Version
 	}
-	return v + " (" + strings.Join(details, "; ") + ")"
+	return b.Version + " (" + strings.Join(details, "; ") + ")"
 }

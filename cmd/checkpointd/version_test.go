@@ -25,27 +25,33 @@ func TestVersionString(t *testing.T) {
 	}
 	const rev = "4adf5e7415fc014beb2be7286f19c1b523aec0ea"
 	for _, tc := range []struct {
-		name    string
-		release string
-		bi      *debug.BuildInfo
-		want    string
+		name     string
+		release  string
+		revision string
+		bi       *debug.BuildInfo
+		want     string
 	}{
-		{"release with vcs", "v1.4.0", vcs("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "false"),
+		{"release with vcs", "v1.4.0", "", vcs("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "false"),
 			"v1.4.0 (revision 4adf5e7415fc, 2026-12-01T11:01:17Z; go1.26.8)"},
-		{"release alone", "v1.4.0", vcs("(devel)"), "v1.4.0 (go1.26.8)"},
-		{"go install", "", vcs("v1.3.2"), "v1.3.2 (go1.26.8)"},
-		{"checkout", "", vcs("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "false"),
+		{"release alone", "v1.4.0", "", vcs("(devel)"), "v1.4.0 (go1.26.8)"},
+		{"go install", "", "", vcs("v1.3.2"), "v1.3.2 (go1.26.8)"},
+		{"checkout", "", "", vcs("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "false"),
 			"devel (revision 4adf5e7415fc, 2026-12-01T11:01:17Z; go1.26.8)"},
-		{"modified checkout", "", vcs("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "true"),
+		{"modified checkout", "", "", vcs("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "true"),
 			"devel (revision 4adf5e7415fc, 2026-12-01T11:01:17Z, modified; go1.26.8)"},
-		{"pseudo-version", "", vcs("v0.0.0-20261201110117-4adf5e7415fc+dirty", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "true"),
+		{"pseudo-version", "", "", vcs("v0.0.0-20261201110117-4adf5e7415fc+dirty", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "true"),
 			"v0.0.0-20261201110117-4adf5e7415fc+dirty (revision 4adf5e7415fc, 2026-12-01T11:01:17Z, modified; go1.26.8)"},
-		{"nothing recorded", "", vcs("(devel)"), "devel (no version or revision recorded: see docs/upgrade.md; go1.26.8)"},
-		{"no build info", "", nil, "devel (no version or revision recorded: see docs/upgrade.md)"},
+		{"nothing recorded", "", "", vcs("(devel)"), "devel (no version or revision recorded: see docs/upgrade.md; go1.26.8)"},
+		{"no build info", "", "", nil, "devel (no version or revision recorded: see docs/upgrade.md)"},
+		{"release stamped without vcs", "v1.4.0", rev, vcs("(devel)"), "v1.4.0 (revision 4adf5e7415fc; go1.26.8)"},
+		{"stamped revision is the vcs one", "v1.4.0", rev, vcs("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T11:01:17Z", "vcs.modified", "true"),
+			"v1.4.0 (revision 4adf5e7415fc, 2026-12-01T11:01:17Z, modified; go1.26.8)"},
+		{"stamped revision wins over another vcs one", "v1.4.0", rev, vcs("(devel)", "vcs.revision", "0000000000000000000000000000000000000000", "vcs.time", "2026-12-01T11:01:17Z"),
+			"v1.4.0 (revision 4adf5e7415fc; go1.26.8)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := versionString(tc.release, tc.bi); got != tc.want {
-				t.Errorf("versionString = %q, want %q", got, tc.want)
+			if got := readBuild(tc.release, tc.revision, tc.bi).String(); got != tc.want {
+				t.Errorf("readBuild(…).String() = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -60,7 +66,7 @@ func TestVersionLdflags(t *testing.T) {
 	}
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "checkpointd")
-	build := exec.Command("go", "build", "-ldflags", "-X "+releaseVersionVar+"=v9.8.7-test", "-o", bin, ".")
+	build := exec.Command("go", "build", "-ldflags", "-X "+releaseVersionVar+"=v9.8.7-test -X "+releaseRevisionVar+"=4adf5e7415fc014beb2be7286f19c1b523aec0ea", "-o", bin, ".")
 	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -69,8 +75,8 @@ func TestVersionLdflags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("checkpointd version: %v\n%s", err, out)
 	}
-	if !strings.HasPrefix(string(out), "checkpointd v9.8.7-test") {
-		t.Errorf("checkpointd version printed %q, want it to start with checkpointd v9.8.7-test", out)
+	if !strings.HasPrefix(string(out), "checkpointd v9.8.7-test (revision 4adf5e7415fc; go") {
+		t.Errorf("checkpointd version printed %q, want it to start with checkpointd v9.8.7-test (revision 4adf5e7415fc; go", out)
 	}
 	doc, err := os.ReadFile("../../docs/upgrade.md")
 	if err != nil {
