@@ -17,13 +17,13 @@ import (
 func ValidateTokenName(name string) error {
 	switch {
 	case name == "" || len(name) > MaxNameLength:
-		return Invalid("name", fmt.Sprintf("must be 1-%d bytes", MaxNameLength))
+		return Invalid("/name", fmt.Sprintf("must be 1-%d bytes", MaxNameLength))
 	case !utf8.ValidString(name):
-		return Invalid("name", "must be UTF-8")
+		return Invalid("/name", "must be UTF-8")
 	}
 	for _, r := range name {
 		if !printableNameRune(r) {
-			return Invalid("name", fmt.Sprintf("must not contain control or format characters (found %U)", r))
+			return Invalid("/name", fmt.Sprintf("must not contain control or format characters (found %U)", r))
 		}
 	}
 	return nil

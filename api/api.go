@@ -28,6 +28,7 @@ import (
 // takes them all from one store; a test may put a wrapper of it in any.
 type Stores struct {
 	Auth        authStore        // auth.go
+	Tokens      tokenStore       // tokens.go
 	Sessions    sessionStore     // sessions.go
 	Checkpoints checkpointStore  // checkpoints.go
 	Idempotency idempotencyStore // idempotency.go
@@ -42,7 +43,7 @@ type Stores struct {
 
 // StoresOf takes every store of the API from s.
 func StoresOf(s *store.Store) Stores {
-	return Stores{Auth: s, Sessions: s, Checkpoints: s, Idempotency: s, Leases: s, Drain: s, Failures: s,
+	return Stores{Auth: s, Tokens: s, Sessions: s, Checkpoints: s, Idempotency: s, Leases: s, Drain: s, Failures: s,
 		Feed: s, Errors: s, Reconcile: s, Ready: s}
 }
 
@@ -211,6 +212,9 @@ func New(d Deps) http.Handler {
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/leases", a.handle(a.listLeases))
 		r.With(a.require(checkpointd.RoleAgent)).Post("/v1/leases/{id}/renew", a.handle(a.renewLease))
 		r.With(a.require(checkpointd.RoleAgent)).Delete("/v1/leases/{id}", a.handle(a.releaseLease))
+		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/tokens", a.handle(a.createToken))
+		r.With(a.require(checkpointd.RoleOperator)).Get("/v1/tokens", a.handle(a.listTokens))
+		r.With(a.require(checkpointd.RoleOperator)).Delete("/v1/tokens/{id}", a.handle(a.revokeToken))
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/reconcile", a.handle(a.reconcileNow))
 		r.With(a.require(checkpointd.RoleReader)).Get("/v1/reconcile/last", a.handle(a.lastReconcile))
 		r.With(a.require(checkpointd.RoleOperator)).Post("/v1/drain", a.handle(a.startDrain))

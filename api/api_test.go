@@ -48,7 +48,7 @@ func newHarnessOn(t *testing.T, s *store.Store) *harness {
 func (h *harness) token(role checkpointd.TokenRole, scope []string) string {
 	h.t.Helper()
 	secret := checkpointd.NewTokenSecret()
-	if _, err := h.store.CreateToken(h.t.Context(), string(role), role, scope, checkpointd.HashToken(secret)); err != nil {
+	if _, err := h.store.CreateToken(h.t.Context(), checkpointd.TokenSpec{Name: string(role), Role: role, Scope: scope}, checkpointd.HashToken(secret)); err != nil {
 		h.t.Fatal(err)
 	}
 	return secret

@@ -134,7 +134,7 @@ func TestAccessMatrix(t *testing.T) {
 		callers := map[string][]caller{}
 		for name, scope := range scopes {
 			revoked := checkpointd.NewTokenSecret()
-			tk, err := h.store.CreateToken(t.Context(), "revoked", checkpointd.RoleOperator, scope, checkpointd.HashToken(revoked))
+			tk, err := h.store.CreateToken(t.Context(), checkpointd.TokenSpec{Name: "revoked", Role: checkpointd.RoleOperator, Scope: scope}, checkpointd.HashToken(revoked))
 			if err != nil {
 				t.Fatal(err)
 			}

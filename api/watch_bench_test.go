@@ -41,7 +41,7 @@ func newBenchDaemon(b *testing.B, backend storetest.Backend) *benchDaemon {
 	b.Helper()
 	s := storetest.Open(b, backend, checkpointd.SystemClock{})
 	d := &benchDaemon{stop: make(chan struct{}), token: checkpointd.NewTokenSecret()}
-	if _, err := s.CreateToken(b.Context(), "op", checkpointd.RoleOperator, nil, checkpointd.HashToken(d.token)); err != nil {
+	if _, err := s.CreateToken(b.Context(), checkpointd.TokenSpec{Name: "op", Role: checkpointd.RoleOperator}, checkpointd.HashToken(d.token)); err != nil {
 		b.Fatal(err)
 	}
 	// One token opens every stream here: the per-token cap is lifted.
@@ -305,7 +305,7 @@ func newChildDaemon(b *testing.B, backend storetest.Backend) (*benchDaemon, int)
 	url := storetest.URL(b, backend)
 	s := storetest.OpenURL(b, url, checkpointd.SystemClock{})
 	d := &benchDaemon{token: checkpointd.NewTokenSecret()}
-	if _, err := s.CreateToken(b.Context(), "op", checkpointd.RoleOperator, nil, checkpointd.HashToken(d.token)); err != nil {
+	if _, err := s.CreateToken(b.Context(), checkpointd.TokenSpec{Name: "op", Role: checkpointd.RoleOperator}, checkpointd.HashToken(d.token)); err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0])

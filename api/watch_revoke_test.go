@@ -19,7 +19,7 @@ func TestWatchEndsWhenTheTokenIsRevoked(t *testing.T) {
 		w := newWatchServer(t, s, nil)
 		secret := w.token(checkpointd.RoleReader, nil)
 		st := w.watch(secret, "", "")
-		toks, err := s.ListTokens(t.Context())
+		toks, err := s.ListTokens(t.Context(), "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,7 @@ func serve(s *store.Store) (*daemon, error) {
 		{&d.reader, checkpointd.RoleReader, []string{"acme/widgets"}}, {&d.outsider, checkpointd.RoleAgent, []string{"other/*"}}} {
 		secret := checkpointd.NewTokenSecret()
 		name := fmt.Sprintf("%s-%d", tk.role, d.tokenCount.Add(1))
-		if _, err := s.CreateToken(context.Background(), name, tk.role, tk.scope, checkpointd.HashToken(secret)); err != nil {
+		if _, err := s.CreateToken(context.Background(), checkpointd.TokenSpec{Name: name, Role: tk.role, Scope: tk.scope}, checkpointd.HashToken(secret)); err != nil {
 			d.srv.Close()
 			return nil, err
 		}

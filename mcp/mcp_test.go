@@ -47,7 +47,7 @@ func newDaemon(t *testing.T, b storetest.Backend) *daemon {
 func (d *daemon) token(role checkpointd.TokenRole, scope ...string) string {
 	d.t.Helper()
 	secret := checkpointd.NewTokenSecret()
-	if _, err := d.store.CreateToken(d.t.Context(), "mcp-"+string(role), role, scope, checkpointd.HashToken(secret)); err != nil {
+	if _, err := d.store.CreateToken(d.t.Context(), checkpointd.TokenSpec{Name: "mcp-" + string(role), Role: role, Scope: scope}, checkpointd.HashToken(secret)); err != nil {
 		d.t.Fatal(err)
 	}
 	return secret

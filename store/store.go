@@ -103,9 +103,10 @@ type Store struct {
 	// cache and the feed; "" on SQLite. tokens is the authentication cache
 	// (tokencache.go); feed wakes this process's feed readers after a
 	// commit (feed_wake.go).
-	url    string
-	tokens tokenCache
-	feed   feedWaiters
+	url      string
+	tokens   tokenCache
+	tokenUse tokenUse // tokens.go: when last_used_at was last written
+	feed     feedWaiters
 	// written are the sessions the one-statement checkpoint write knows
 	// (onestatement.go).
 	written writtenSessions

@@ -346,7 +346,7 @@ func TestTokens(t *testing.T) {
 		ctx := t.Context()
 		s := storetest.Open(t, b, checkpointd.NewManualClock(t0))
 		secret := checkpointd.NewTokenSecret()
-		tok, err := s.CreateToken(ctx, "ci-agent", checkpointd.RoleAgent, []string{"acme/*"}, checkpointd.HashToken(secret))
+		tok, err := s.CreateToken(ctx, checkpointd.TokenSpec{Name: "ci-agent", Role: checkpointd.RoleAgent, Scope: []string{"acme/*"}}, checkpointd.HashToken(secret))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +377,7 @@ func TestTokens(t *testing.T) {
 		if err != nil || created {
 			t.Fatalf("second EnsureOperatorToken created %v (%v), want false", created, err)
 		}
-		list, err := s.ListTokens(ctx)
+		list, err := s.ListTokens(ctx, "", 0)
 		if err != nil || len(list) != 2 || list[0].RevokedAt == nil {
 			t.Fatalf("ListTokens: %+v %v", list, err)
 		}

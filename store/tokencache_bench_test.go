@@ -13,7 +13,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	eachBackend(b, func(b *testing.B, be storetest.Backend) {
 		s := storetest.Open(b, be, checkpointd.SystemClock{})
 		secret := checkpointd.NewTokenSecret()
-		if _, err := s.CreateToken(b.Context(), "bench", checkpointd.RoleAgent, []string{"acme/*"}, checkpointd.HashToken(secret)); err != nil {
+		if _, err := s.CreateToken(b.Context(), checkpointd.TokenSpec{Name: "bench", Role: checkpointd.RoleAgent, Scope: []string{"acme/*"}}, checkpointd.HashToken(secret)); err != nil {
 			b.Fatal(err)
 		}
 		hash := checkpointd.HashToken(secret)

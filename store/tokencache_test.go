@@ -21,7 +21,7 @@ const revocationBound = time.Second
 func newCachedToken(t *testing.T, s *store.Store, name string) (id, hash string, filled time.Time) {
 	t.Helper()
 	secret := checkpointd.NewTokenSecret()
-	tok, err := s.CreateToken(t.Context(), name, checkpointd.RoleAgent, []string{"acme/*"}, checkpointd.HashToken(secret))
+	tok, err := s.CreateToken(t.Context(), checkpointd.TokenSpec{Name: name, Role: checkpointd.RoleAgent, Scope: []string{"acme/*"}}, checkpointd.HashToken(secret))
 	if err != nil {
 		t.Fatal(err)
 	}

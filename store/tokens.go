@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -12,22 +14,29 @@ import (
 	"github.com/checkpointd/checkpointd"
 )
 
-const insertToken = `INSERT INTO api_tokens (id, name, role, scopes, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+const insertToken = `INSERT INTO api_tokens (id, name, role, scopes, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
 
 // CreateToken stores a new token by the hash of its secret and returns its
-// metadata. Errors: ErrInvalidRequest (a name ValidateTokenName refuses),
-// ErrStoreUnavailable.
-func (s *Store) CreateToken(ctx context.Context, name string, role checkpointd.TokenRole, scope []string, secretHash string) (*checkpointd.Token, error) {
-	if err := checkpointd.ValidateTokenName(name); err != nil {
+// metadata. The spec is checked as TokenSpec.Check(false) does: whether an
+// agent must name its scope is the caller's rule (the API's, not the
+// bootstrap CLI's). Errors: ErrInvalidRequest, ErrStoreUnavailable.
+func (s *Store) CreateToken(ctx context.Context, spec checkpointd.TokenSpec, secretHash string) (*checkpointd.Token, error) {
+	if err := spec.Check(false); err != nil {
 		return nil, err
 	}
-	t := &checkpointd.Token{ID: checkpointd.NewID(checkpointd.PrefixToken), Name: name, Role: role, Scope: scope, CreatedAt: s.now()}
+	t := &checkpointd.Token{ID: checkpointd.NewID(checkpointd.PrefixToken), Name: spec.Name, Role: spec.Role, Scope: spec.Scope,
+		CreatedAt: s.now()}
 	if t.Scope == nil {
 		t.Scope = []string{}
 	}
+	var expires sql.NullInt64
+	if spec.ExpiresIn > 0 {
+		at := t.CreatedAt.Add(spec.ExpiresIn)
+		t.ExpiresAt, expires = &at, sql.NullInt64{Int64: micros(at), Valid: true}
+	}
 	scopeJSON, _ := json.Marshal(t.Scope)
 	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
-		_, err := tx.ExecContext(ctx, tx.Rebind(insertToken), t.ID, name, string(role), string(scopeJSON), secretHash, micros(t.CreatedAt))
+		_, err := tx.ExecContext(ctx, tx.Rebind(insertToken), t.ID, t.Name, string(t.Role), string(scopeJSON), secretHash, micros(t.CreatedAt), expires)
 		return err
 	})
 	return t, err
@@ -43,6 +52,8 @@ func (s *Store) EnsureOperatorToken(ctx context.Context, name, secretHash string
 		// The COUNT inside the write transaction is race-free on SQLite (one
 		// writer); on PostgreSQL two replicas may both create one, which
 		// leaves two working operator tokens and loses nothing.
+		// An expired operator token counts: the bootstrap is for an empty
+		// database, not a way to mint one by waiting.
 		if err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM api_tokens WHERE role = 'operator' AND revoked_at IS NULL`); err != nil {
 			return err
 		}
@@ -51,33 +62,52 @@ func (s *Store) EnsureOperatorToken(ctx context.Context, name, secretHash string
 		}
 		created = true
 		_, err := tx.ExecContext(ctx, tx.Rebind(insertToken), checkpointd.NewID(checkpointd.PrefixToken), name,
-			string(checkpointd.RoleOperator), "[]", secretHash, micros(s.now()))
+			string(checkpointd.RoleOperator), "[]", secretHash, micros(s.now()), nil)
 		return err
 	})
 	return created, err
 }
 
 type tokenRow struct {
-	ID        string        `db:"id"`
-	Name      string        `db:"name"`
-	Role      string        `db:"role"`
-	Scopes    string        `db:"scopes"`
-	CreatedAt int64         `db:"created_at"`
-	RevokedAt sql.NullInt64 `db:"revoked_at"`
+	ID         string        `db:"id"`
+	Name       string        `db:"name"`
+	Role       string        `db:"role"`
+	Scopes     string        `db:"scopes"`
+	CreatedAt  int64         `db:"created_at"`
+	RevokedAt  sql.NullInt64 `db:"revoked_at"`
+	ExpiresAt  sql.NullInt64 `db:"expires_at"`
+	LastUsedAt sql.NullInt64 `db:"last_used_at"`
 }
+
+const tokenColumns = `id, name, role, scopes, created_at, revoked_at, expires_at, last_used_at`
 
 func (r tokenRow) token() checkpointd.Token {
 	t := checkpointd.Token{ID: r.ID, Name: r.Name, Role: checkpointd.TokenRole(r.Role),
-		CreatedAt: fromMicros(r.CreatedAt), RevokedAt: fromNullMicros(r.RevokedAt), Scope: []string{}}
+		CreatedAt: fromMicros(r.CreatedAt), RevokedAt: fromNullMicros(r.RevokedAt), Scope: []string{},
+		ExpiresAt: fromNullMicros(r.ExpiresAt), LastUsedAt: fromNullMicros(r.LastUsedAt)}
 	_ = json.Unmarshal([]byte(r.Scopes), &t.Scope)
 	return t
 }
 
-// Authenticate returns the principal of an unrevoked token by the hash of its
-// secret. On PostgreSQL it may answer from the authentication cache
-// (tokencache.go): a token revoked elsewhere works here for at most 1 s.
-// Errors: ErrUnauthorized, ErrStoreUnavailable.
+// Authenticate returns the principal of an unrevoked, unexpired token by
+// the hash of its secret, and notes its use (noteTokenUse). On PostgreSQL
+// it may answer from the authentication cache (tokencache.go): a token
+// revoked elsewhere works here for at most 1 s; an expired one stops at
+// its expiry everywhere. Errors: ErrUnauthorized, ErrStoreUnavailable.
 func (s *Store) Authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error) {
+	p, err := s.lookupToken(ctx, secretHash)
+	if err != nil {
+		return nil, err
+	}
+	// The holder of the secret may learn that it expired, and when.
+	if p.ExpiresAt != nil && !s.now().Before(*p.ExpiresAt) {
+		return nil, fmt.Errorf("%w: the token expired at %s", checkpointd.ErrUnauthorized, p.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	s.noteTokenUse(ctx, p.TokenID)
+	return p, nil
+}
+
+func (s *Store) lookupToken(ctx context.Context, secretHash string) (*checkpointd.Principal, error) {
 	if s.url == "" {
 		return s.authenticate(ctx, secretHash)
 	}
@@ -97,7 +127,7 @@ func (s *Store) Authenticate(ctx context.Context, secretHash string) (*checkpoin
 // authenticate looks the token up in the database.
 func (s *Store) authenticate(ctx context.Context, secretHash string) (*checkpointd.Principal, error) {
 	var r tokenRow
-	st, err := s.prepared(ctx, s.rdb, `SELECT id, name, role, scopes, created_at, revoked_at FROM api_tokens WHERE hash = ? AND revoked_at IS NULL`)
+	st, err := s.prepared(ctx, s.rdb, `SELECT `+tokenColumns+` FROM api_tokens WHERE hash = ? AND revoked_at IS NULL`)
 	if err == nil {
 		err = st.GetContext(ctx, &r, secretHash)
 	}
@@ -108,13 +138,19 @@ func (s *Store) authenticate(ctx context.Context, secretHash string) (*checkpoin
 		return nil, s.classify(err)
 	}
 	t := r.token()
-	return &checkpointd.Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Scope: t.Scope}, nil
+	return &checkpointd.Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Scope: t.Scope, ExpiresAt: t.ExpiresAt}, nil
 }
 
-// ListTokens lists every token, revoked ones included, oldest first.
-func (s *Store) ListTokens(ctx context.Context) ([]checkpointd.Token, error) {
+// ListTokens lists tokens by id, revoked and expired ones included: those
+// after the id after ("" from the start), at most limit of them (0: all).
+func (s *Store) ListTokens(ctx context.Context, after string, limit int) ([]checkpointd.Token, error) {
+	q, args := `SELECT `+tokenColumns+` FROM api_tokens WHERE id > ? ORDER BY id`, []any{after}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
 	var rows []tokenRow
-	if err := s.rdb.SelectContext(ctx, &rows, `SELECT id, name, role, scopes, created_at, revoked_at FROM api_tokens ORDER BY id`); err != nil {
+	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(q), args...); err != nil {
 		return nil, s.classify(err)
 	}
 	out := make([]checkpointd.Token, len(rows))
@@ -141,4 +177,47 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 	// Also after a failure: a commit whose answer was lost may have revoked.
 	s.tokens.drop(id)
 	return err
+}
+
+// tokenUseInterval is how often a token's last_used_at is written at most:
+// a request a minute is enough to tell a used token from a forgotten one,
+// and every request would be a write.
+const tokenUseInterval = time.Minute
+
+// tokenUse remembers when this store last wrote each token's last_used_at.
+type tokenUse struct {
+	mu      sync.Mutex
+	written map[string]time.Time
+}
+
+// noteTokenUse writes the token's last_used_at when this store has not
+// written it for tokenUseInterval, and only when no replica has (the
+// UPDATE's condition). It is bookkeeping: a failure is logged, not the
+// request's, and is tried again at the token's next use.
+func (s *Store) noteTokenUse(ctx context.Context, id string) {
+	now := s.now()
+	u := &s.tokenUse
+	u.mu.Lock()
+	last, ok := u.written[id]
+	due := !ok || now.Sub(last) >= tokenUseInterval
+	if due {
+		if u.written == nil || len(u.written) >= tokenCacheMax {
+			u.written = make(map[string]time.Time)
+		}
+		u.written[id] = now
+	}
+	u.mu.Unlock()
+	if !due {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_, err := s.wdb.ExecContext(ctx, s.wdb.Rebind(`UPDATE api_tokens SET last_used_at = ?
+		WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`), micros(now), id, micros(now.Add(-tokenUseInterval)))
+	if err != nil {
+		u.mu.Lock()
+		delete(u.written, id)
+		u.mu.Unlock()
+		s.log.Debug("store: cannot note a token's use", "token", id, "err", err)
+	}
 }

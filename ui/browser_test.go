@@ -72,7 +72,7 @@ func newConsoleWith(t *testing.T, liveness time.Duration) *console {
 func (c *console) token(role checkpointd.TokenRole, scope []string) string {
 	c.t.Helper()
 	secret := checkpointd.NewTokenSecret()
-	if _, err := c.store.CreateToken(c.t.Context(), "console-test-"+string(role), role, scope, checkpointd.HashToken(secret)); err != nil {
+	if _, err := c.store.CreateToken(c.t.Context(), checkpointd.TokenSpec{Name: "console-test-" + string(role), Role: role, Scope: scope}, checkpointd.HashToken(secret)); err != nil {
 		c.t.Fatal(err)
 	}
 	return secret

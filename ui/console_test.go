@@ -193,7 +193,7 @@ func TestRevokedTokenEndsTheSession(t *testing.T) {
 	c := newConsole(t)
 	hc := c.client(t)
 	c.login(t, hc, c.reader)
-	toks, err := c.store.ListTokens(t.Context())
+	toks, err := c.store.ListTokens(t.Context(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func newOAuthWorld(t *testing.T) *oauthWorld {
 			OperatorTeams: []string{"acme/ops"}, ReaderTeams: []string{"acme/devs"},
 			Mint: func(ctx context.Context, name string, role checkpointd.TokenRole, scope []string) (string, string, error) {
 				secret := checkpointd.NewTokenSecret()
-				tok, err := s.CreateToken(ctx, name, role, scope, checkpointd.HashToken(secret))
+				tok, err := s.CreateToken(ctx, checkpointd.TokenSpec{Name: name, Role: role, Scope: scope}, checkpointd.HashToken(secret))
 				if err != nil {
 					return "", "", err
 				}
@@ -212,7 +212,7 @@ func TestOAuthRevokedGrant(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		toks, err := w.store.ListTokens(t.Context())
+		toks, err := w.store.ListTokens(t.Context(), "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

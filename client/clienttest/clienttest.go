@@ -120,7 +120,7 @@ func (d *Daemon) Close() {
 func (d *Daemon) Token(role checkpointd.TokenRole, scope ...string) string {
 	secret := checkpointd.NewTokenSecret()
 	name := fmt.Sprintf("clienttest-%s-%d", role, d.tokens.Add(1))
-	if _, err := d.store.CreateToken(context.Background(), name, role, scope, checkpointd.HashToken(secret)); err != nil {
+	if _, err := d.store.CreateToken(context.Background(), checkpointd.TokenSpec{Name: name, Role: role, Scope: scope}, checkpointd.HashToken(secret)); err != nil {
 		panic(fmt.Sprintf("clienttest: minting a token: %v", err))
 	}
 	return secret

@@ -26,7 +26,7 @@ func loadtestServer(t *testing.T, maxDocBytes int64) (string, *store.Store, stri
 		DigestKey: []byte("loadtest-digest-key"), MaxDocumentBytes: maxDocBytes}))
 	t.Cleanup(srv.Close)
 	secret := checkpointd.NewTokenSecret()
-	if _, err := s.CreateToken(t.Context(), "loadtest", checkpointd.RoleAgent, []string{"loadtest/*"}, checkpointd.HashToken(secret)); err != nil {
+	if _, err := s.CreateToken(t.Context(), checkpointd.TokenSpec{Name: "loadtest", Role: checkpointd.RoleAgent, Scope: []string{"loadtest/*"}}, checkpointd.HashToken(secret)); err != nil {
 		t.Fatal(err)
 	}
 	return srv.URL, s, secret

@@ -70,7 +70,7 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 					return nil
 				},
 			},
-			tokenCommand(dataFlags, stdout),
+			tokenCommand(dataFlags, stdout, stderr),
 			keyCommand(from, dataFlags, getenv, stdout),
 			reconcileCommand(from, clientFlags, stdout),
 			drainCommand(from, clientFlags, stdout),

@@ -281,7 +281,7 @@ func consoleOAuth(o *ui.OAuth, s *store.Store) *ui.OAuth {
 	}
 	o.Mint = func(ctx context.Context, name string, role checkpointd.TokenRole, scope []string) (string, string, error) {
 		secret := checkpointd.NewTokenSecret()
-		t, err := s.CreateToken(ctx, name, role, scope, checkpointd.HashToken(secret))
+		t, err := s.CreateToken(ctx, checkpointd.TokenSpec{Name: name, Role: role, Scope: scope}, checkpointd.HashToken(secret))
 		if err != nil {
 			return "", "", err
 		}

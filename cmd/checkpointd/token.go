@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
@@ -40,7 +41,7 @@ func problemMessage(err error) string {
 
 // tokenCommand administers API tokens directly in the database, so it works
 // for bootstrap and while a daemon serves the same database.
-func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
+func tokenCommand(dataFlags []cli.Flag, stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "token",
 		Usage: "create, list and revoke API tokens (directly in the database)",
@@ -52,22 +53,34 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "role", Required: true, Usage: "agent, reader or operator"},
 					&cli.StringFlag{Name: "name", Required: true, Usage: "who or what the token is for"},
-					&cli.StringSliceFlag{Name: "scope", Usage: "repo the token may act on: owner/name or owner/* (repeatable; none: every repo)"},
+					&cli.StringSliceFlag{Name: "scope", Usage: "repo the token may act on: owner/name, owner/* or * (repeatable; none: every repo)"},
+					&cli.DurationFlag{Name: "expires", Usage: "the token stops working this long after now, e.g. 720h (default: never)"},
 				},
 				Action: func(ctx context.Context, c *cli.Command) error {
-					role := checkpointd.TokenRole(c.String("role"))
-					if !role.Valid() {
-						return fmt.Errorf("--role must be agent, reader or operator, not %q", role)
+					spec := checkpointd.TokenSpec{Role: checkpointd.TokenRole(c.String("role")), Name: strings.TrimSpace(c.String("name")),
+						Scope: c.StringSlice("scope")}
+					if !spec.Role.Valid() {
+						return fmt.Errorf("--role must be agent, reader or operator, not %q", spec.Role)
 					}
-					name := strings.TrimSpace(c.String("name"))
-					if err := checkpointd.ValidateTokenName(name); err != nil {
+					if err := checkpointd.ValidateTokenName(spec.Name); err != nil {
 						return fmt.Errorf("--name %s", problemMessage(err))
 					}
-					scope := c.StringSlice("scope")
-					for _, sc := range scope {
+					for _, sc := range spec.Scope {
 						if !checkpointd.ValidScope(sc) {
-							return fmt.Errorf("--scope %q: want owner/name or owner/*", sc)
+							return fmt.Errorf("--scope %q: want owner/name, owner/* or *", sc)
 						}
+					}
+					if c.IsSet("expires") {
+						spec.ExpiresIn = c.Duration("expires")
+						if spec.ExpiresIn <= 0 || spec.ExpiresIn > checkpointd.MaxTokenLifetime {
+							return fmt.Errorf("--expires must be positive and at most %v, not %v", checkpointd.MaxTokenLifetime, spec.ExpiresIn)
+						}
+					}
+					// The fixed words keep working (an agent token without
+					// --scope may act on every repo), but say so: the API
+					// refuses such a token unless "*" is said.
+					if spec.Check(true) != nil {
+						fmt.Fprintln(stderr, `checkpointd: warning: this agent token may act on every repo; say --scope owner/name (or --scope '*') to make that explicit`)
 					}
 					s, err := openMigratedStore(ctx, c)
 					if err != nil {
@@ -75,11 +88,15 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 					}
 					defer s.Close()
 					secret := checkpointd.NewTokenSecret()
-					t, err := s.CreateToken(ctx, name, role, scope, checkpointd.HashToken(secret))
+					t, err := s.CreateToken(ctx, spec, checkpointd.HashToken(secret))
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(stdout, "created %s token %s (%s)\n", t.Role, t.ID, t.Name)
+					expires := ""
+					if t.ExpiresAt != nil {
+						expires = ", expires " + t.ExpiresAt.Format(time.RFC3339)
+					}
+					fmt.Fprintf(stdout, "created %s token %s (%s%s)\n", t.Role, t.ID, t.Name, expires)
 					fmt.Fprintln(stdout, secret)
 					return nil
 				},
@@ -93,24 +110,12 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 						return err
 					}
 					defer s.Close()
-					tokens, err := s.ListTokens(ctx)
+					tokens, err := s.ListTokens(ctx, "", 0)
 					if err != nil {
 						return err
 					}
-					tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tNAME\tROLE\tSCOPE\tCREATED\tREVOKED")
-					for _, t := range tokens {
-						revoked := "-"
-						if t.RevokedAt != nil {
-							revoked = t.RevokedAt.Format("2006-01-02T15:04:05Z")
-						}
-						scope := strings.Join(t.Scope, ",")
-						if scope == "" {
-							scope = "*"
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, checkpointd.DisplayTokenName(t.Name), t.Role, scope, t.CreatedAt.Format("2006-01-02T15:04:05Z"), revoked)
-					}
-					return tw.Flush()
+					printTokens(stdout, tokens)
+					return nil
 				},
 			},
 			{
@@ -139,4 +144,25 @@ func tokenCommand(dataFlags []cli.Flag, stdout io.Writer) *cli.Command {
 			},
 		},
 	}
+}
+
+// printTokens lists tokens as `token list` shows them.
+func printTokens(w io.Writer, tokens []checkpointd.Token) {
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tROLE\tSCOPE\tCREATED\tEXPIRES\tLAST USED\tREVOKED")
+	for _, t := range tokens {
+		scope := strings.Join(t.Scope, ",")
+		if scope == "" {
+			scope = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, checkpointd.DisplayTokenName(t.Name), t.Role, scope,
+			at(&t.CreatedAt), at(t.ExpiresAt), at(t.LastUsedAt), at(t.RevokedAt))
+	}
+	_ = tw.Flush()
 }

@@ -31,7 +31,7 @@ var createdRE = regexp.MustCompile(`^created agent token (\S+) \(x\)$`)
 func listRow(t *testing.T, out, id string) []string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "ID NAME ROLE SCOPE CREATED REVOKED" {
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "ID NAME ROLE SCOPE CREATED EXPIRES LAST USED REVOKED" {
 		t.Errorf("list header %q", lines[0])
 	}
 	for _, l := range lines[1:] {
@@ -86,8 +86,8 @@ func TestTokenLifecycleWhileServing(t *testing.T) {
 			t.Errorf("token list shows a secret:\n%s", out)
 		}
 		row := listRow(t, out, id)
-		if row[1] != "x" || row[2] != "agent" || row[3] != "acme/*" || row[len(row)-1] != "-" {
-			t.Errorf("list row %q, want x agent acme/* … -", row)
+		if len(row) != 8 || row[1] != "x" || row[2] != "agent" || row[3] != "acme/*" || row[5] != "-" || row[6] == "-" || row[7] != "-" {
+			t.Errorf("list row %q, want x agent acme/* CREATED - LAST-USED -", row)
 		}
 		if !strings.Contains(out, "bootstrap-operator") {
 			t.Errorf("token list lacks the bootstrap operator:\n%s", out)
@@ -135,6 +135,45 @@ func TestTokenLifecycleWhileServing(t *testing.T) {
 	})
 }
 
+// TestTokenCreateExpiresAndWarns: --expires sets the token's expiry,
+// shown by create and list; an agent token without --scope is still made
+// (the fixed words) but create warns on stderr, and --scope '*' says it.
+func TestTokenCreateExpiresAndWarns(t *testing.T) {
+	t.Parallel()
+	db := storeArgs(t.TempDir(), "")
+	out, errOut, err := runCLI(t, nil, append(append([]string{"token"}, db...), "create", "--role", "agent", "--name", "y", "--expires", "1h")...)
+	if err != nil {
+		t.Fatalf("token create: %v\n%s", err, errOut)
+	}
+	before, _ := lastLine(t, out)
+	m := regexp.MustCompile(`^created agent token (\S+) \(y, expires (\S+)\)$`).FindStringSubmatch(before[0])
+	if m == nil {
+		t.Fatalf("create printed %q", before)
+	}
+	if at, err := time.Parse(time.RFC3339, m[2]); err != nil || at.Sub(time.Now()) < 59*time.Minute || at.Sub(time.Now()) > time.Hour {
+		t.Errorf("expires %q (%v), want an hour from now", m[2], err)
+	}
+	if !strings.Contains(errOut, "warning: this agent token may act on every repo") {
+		t.Errorf("no warning for an agent token without --scope: %q", errOut)
+	}
+	out, _, err = runCLI(t, nil, append([]string{"token", "list"}, db...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := listRow(t, out, m[1]); len(row) != 8 || row[5] == "-" || row[6] != "-" {
+		t.Errorf("list row %q, want an expiry and no use", row)
+	}
+	_, errOut, err = runCLI(t, nil, append(append([]string{"token"}, db...), "create", "--role", "agent", "--name", "z", "--scope", "*")...)
+	if err != nil || errOut != "" {
+		t.Errorf("--scope '*': %v, stderr %q", err, errOut)
+	}
+	for _, bad := range []string{"0s", "-1h", "87601h"} {
+		if _, _, err := runCLI(t, nil, append(append([]string{"token"}, db...), "create", "--role", "reader", "--name", "r", "--expires", bad)...); err == nil || !strings.Contains(err.Error(), "--expires") {
+			t.Errorf("--expires %s: %v", bad, err)
+		}
+	}
+}
+
 // TestTokenCreateRejectsBadInput proves bad arguments are errors that print
 // no token and touch no database.
 func TestTokenCreateRejectsBadInput(t *testing.T) {
@@ -165,7 +204,6 @@ func TestTokenCreateRejectsBadInput(t *testing.T) {
 		{"zero-width space in name", []string{"--role", "agent", "--name", "ci\u200bbot"}, "--name"},
 		{"invalid UTF-8 in name", []string{"--role", "agent", "--name", "ci\xffbot"}, "--name"},
 		{"scope without repo", []string{"--role", "agent", "--name", "x", "--scope", "acme"}, "--scope"},
-		{"scope star", []string{"--role", "agent", "--name", "x", "--scope", "*"}, "--scope"},
 		{"scope star owner", []string{"--role", "agent", "--name", "x", "--scope", "*/widgets"}, "--scope"},
 		{"scope too deep", []string{"--role", "agent", "--name", "x", "--scope", "acme/*/x"}, "--scope"},
 		{"one bad scope of two", []string{"--role", "agent", "--name", "x", "--scope", "acme/*", "--scope", "bad scope/x"}, "--scope"},
