@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -43,6 +44,7 @@ func (a *api) clearSession(w http.ResponseWriter, r *http.Request) error {
 	if _, err := a.Store.Sessions.ClearSession(r.Context(), id, principal(r).Name, q.Reason); err != nil {
 		return err
 	}
+	a.logAction(r, "force-clear", slog.String("session", id), slog.String("reason", q.Reason))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -70,6 +70,7 @@ func (a *api) startDrain(w http.ResponseWriter, r *http.Request) error {
 		return &ProblemError{Err: fmt.Errorf("%w: drain %s, started %s", errDrainRunning, d.ID, d.StartedAt.Format(time.RFC3339)),
 			Extra: map[string]any{"drain": d}}
 	}
+	a.logAction(r, "drain start", slog.String("drain", d.ID), slog.String("reason", q.Reason))
 	w.Header().Set("Location", "/v1/drain")
 	return writeJSON(w, http.StatusCreated, drainResponse{Drain: d})
 }
@@ -168,6 +169,7 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.observeDecision(r.Context(), d)
+	a.logAction(r, "drain complete", slog.String("drain", d.ID), slog.String("outcome", string(d.Decision.Outcome)))
 	if d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
 		a.writeProblem(w, r, &ProblemError{Err: fmt.Errorf("%w: %s", checkpointd.ErrDrainBlocked, blockedDetail(d.Decision)),
 			Extra: a.blockedExtra(d)})
@@ -243,6 +245,7 @@ func (a *api) cancelDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	a.logAction(r, "drain cancel", slog.String("drain", d.ID))
 	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
 }
 

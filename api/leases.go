@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -118,6 +119,9 @@ func (a *api) releaseLease(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := a.Leases.Release(r.Context(), l.ID, runID, force); err != nil {
 		return err
+	}
+	if force {
+		a.logAction(r, "release", slog.String("lease", l.ID), slog.String("session", l.Holder.SessionID))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -172,3 +172,64 @@ func TestLogLinesRedactWhatTheClientChose(t *testing.T) {
 		}
 	})
 }
+
+// TestLogLevels: at info the log says what changed and what failed, one
+// line each: an applied webhook delivery (its id, event and effects), an
+// operator's action (who, on what, why); answered reads and heartbeats
+// are debug lines, refusals stay at info.
+func TestLogLevels(t *testing.T) {
+	sink := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
+	d := loadDelivery(t, "09-push-fast-forward.json")
+	h := &harness{t: t, store: s}
+	h.handler = api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey, Logger: log,
+		MaxDocumentBytes: 8 << 10, Webhook: &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(d.Secret)}}, Store: s, Log: log}})
+	h.operator = h.token(checkpointd.RoleOperator, nil)
+	h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})
+	id, run, _ := h.newSession()
+	sink.Reset()
+
+	h.do("GET", "/v1/sessions", h.operator, nil).expect(t, 200, "")
+	h.do("GET", "/v1/sessions/"+id+"/events", h.operator, nil).expect(t, 200, "")
+	h.do("POST", "/v1/sessions/"+id+"/heartbeat", h.agent, map[string]any{"run_id": run}).expect(t, 200, "")
+	if got := strings.TrimSpace(string(sink.Bytes())); got != "" {
+		t.Errorf("answered reads and a heartbeat logged at info:\n%s", got)
+	}
+	h.do("GET", "/v1/sessions", "cpd_wrong", nil).expect(t, 401, "unauthorized")
+	h.do("POST", "/v1/sessions/"+id+"/park", h.operator, map[string]any{"reason": "agent died"}).expect(t, 200, "")
+	h.post(d, d.Body, nil).expect(t, 200, "")
+	h.do("POST", "/v1/drain", h.operator, map[string]any{"reason": "deploy 1.4"}).expect(t, 201, "")
+	h.do("POST", "/v1/drain/cancel", h.operator, nil).expect(t, 200, "")
+
+	var got []string
+	for _, l := range logLines(t, sink) {
+		switch l["msg"] {
+		case "request":
+			got = append(got, fmt.Sprintf("request %v %v %v", l["method"], l["route"], l["status"]))
+		case "operator action":
+			got = append(got, fmt.Sprintf("action %v by %v on %v%v: %v", l["action"], l["actor"], l["session"], l["drain"], l["reason"]))
+		case "webhook delivery":
+			got = append(got, fmt.Sprintf("delivery %v %v %v refs=%v", l["delivery"], l["event"], l["outcome"], l["live_refs"]))
+		default:
+			got = append(got, fmt.Sprint(l["msg"]))
+		}
+	}
+	var drainID string
+	if st, err := s.ListDrains(t.Context(), "", 1); err == nil && len(st) == 1 {
+		drainID = st[0].ID
+	}
+	want := []string{
+		"request GET /v1/sessions 401",
+		"action park by operator on " + id + "<nil>: agent died",
+		"request POST /v1/sessions/{id}/park 200",
+		"delivery " + d.Headers["X-Gitea-Delivery"] + " push applied refs=1",
+		"action drain start by operator on <nil>" + drainID + ": deploy 1.4",
+		"request POST /v1/drain 201",
+		"action drain cancel by operator on <nil>" + drainID + ": <nil>",
+		"request POST /v1/drain/cancel 200",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("info lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -59,6 +59,22 @@ func plainID(s string) bool {
 // logged at debug, not info.
 var quietRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
+// quietWhenAnswered are the routes whose answered requests (below 400)
+// are logged at debug: heartbeats, which agents send all day, and the
+// webhook, whose handler writes its own line per delivery. Answered reads
+// (GET, HEAD) are quiet too: polls (`events --follow`, the console) would
+// drown what changed. Refusals and failures stay at info.
+var quietWhenAnswered = map[string]bool{"/v1/sessions/{id}/heartbeat": true, "/webhooks/gitea": true}
+
+// accessLevel is the level of a request's access line.
+func accessLevel(method, route string, status int) slog.Level {
+	answered := status < 400
+	if quietRoutes[route] || answered && (method == http.MethodGet || method == http.MethodHead || quietWhenAnswered[route]) {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
 // observe writes one access log line per request and counts it in the
 // metrics, by route pattern (never the path: it carries ids) and status.
 // The line has the method (redacted: any token is a method to net/http),
@@ -76,11 +92,7 @@ func (a *api) observe(next http.Handler) http.Handler {
 			}
 			route := routePattern(r)
 			a.Metrics.HTTPRequest(r.Method, route, status, took)
-			level := slog.LevelInfo
-			if quietRoutes[route] {
-				level = slog.LevelDebug
-			}
-			a.log.LogAttrs(r.Context(), level, "request", slog.String("method", safeText(r.Method)), slog.String("route", route),
+			a.log.LogAttrs(r.Context(), accessLevel(r.Method, route, status), "request", slog.String("method", safeText(r.Method)), slog.String("route", route),
 				slog.Int("status", status), slog.Duration("duration", took), slog.Int("bytes", ww.BytesWritten()))
 		}()
 		next.ServeHTTP(ww, r)

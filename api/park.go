@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/checkpointd/checkpointd"
@@ -31,6 +32,15 @@ func operatorOf(r *http.Request) store.Operator {
 	return store.Operator{TokenID: p.TokenID, Name: p.Name}
 }
 
+// logAction writes the one line an operator's action leaves in the log:
+// what, by whom (the token's name and id, never its secret), on what and
+// why (reasons are redacted before this).
+func (a *api) logAction(r *http.Request, action string, attrs ...slog.Attr) {
+	op := operatorOf(r)
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "operator action",
+		append([]slog.Attr{slog.String("action", action), slog.String("actor", op.Name), slog.String("actor_token", op.TokenID)}, attrs...)...)
+}
+
 // parkSession supersedes the session's current run without starting one:
 // for an agent that died or must stop, also during a
 // drain. The session stays active and resumable; the next run takes over.
@@ -50,5 +60,6 @@ func (a *api) parkSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	a.logAction(r, "park", slog.String("session", sess.ID), slog.String("reason", q.Reason))
 	return writeJSON(w, http.StatusOK, sessionResponse{Session: parked})
 }

@@ -93,6 +93,12 @@ var accessRoutes = []accessRoute{
 	{"GET", "/v1/drains", "/v1/drains", checkpointd.RoleReader, false, 200, nil},
 	{"POST", "/v1/drain/complete", "/v1/drain/complete", checkpointd.RoleOperator, false, 404, nil},
 	{"POST", "/v1/drain/cancel", "/v1/drain/cancel", checkpointd.RoleOperator, false, 404, nil},
+	// Tokens are operators' alone. {id} names no token: revoking is 404
+	// once allowed (TestTokenAPI revokes real ones).
+	{"POST", "/v1/tokens", "/v1/tokens", checkpointd.RoleOperator, false, 201,
+		func(accessFixture) any { return map[string]any{"role": "reader", "name": "matrix"} }},
+	{"GET", "/v1/tokens", "/v1/tokens", checkpointd.RoleOperator, false, 200, nil},
+	{"DELETE", "/v1/tokens/{id}", "/v1/tokens/{id}", checkpointd.RoleOperator, false, 404, nil},
 	// Durable errors are daemon-wide: listing is never forbidden, it is
 	// filtered by scope (TestErrorsScoped).
 	{"GET", "/v1/errors", "/v1/errors", checkpointd.RoleReader, false, 200, nil},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
@@ -322,6 +323,9 @@ func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 	ended, err := a.Store.Sessions.EndSessionAs(r.Context(), in)
 	if err != nil {
 		return err
+	}
+	if operator {
+		a.logAction(r, "end", slog.String("session", sess.ID), slog.String("outcome", string(q.Outcome)), slog.String("reason", q.Reason))
 	}
 	return writeJSON(w, http.StatusOK, sessionResponse{Session: ended})
 }

@@ -57,9 +57,8 @@ func (a *api) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	op := operatorOf(r)
-	a.log.InfoContext(r.Context(), "token created", slog.String("actor", op.Name), slog.String("actor_token", op.TokenID),
-		slog.String("token", t.ID), slog.String("role", string(t.Role)), slog.String("scopes", strings.Join(t.Scope, ",")))
+	a.logAction(r, "token create", slog.String("token", t.ID), slog.String("role", string(t.Role)),
+		slog.String("scopes", strings.Join(t.Scope, ",")))
 	return writeJSON(w, http.StatusCreated, createdToken{Token: t, Secret: secret})
 }
 
@@ -84,9 +83,7 @@ func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Store.Tokens.RevokeToken(r.Context(), id); err != nil {
 		return err
 	}
-	op := operatorOf(r)
-	a.log.InfoContext(r.Context(), "token revoked", slog.String("actor", op.Name), slog.String("actor_token", op.TokenID),
-		slog.String("token", id))
+	a.logAction(r, "token revoke", slog.String("token", id))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

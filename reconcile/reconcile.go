@@ -17,6 +17,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/errlog"
+	"github.com/checkpointd/checkpointd/internal/logattr"
 	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 )
@@ -176,7 +177,7 @@ func (r *Reconciler) Once(ctx context.Context, trigger string) (*Report, error) 
 	r.log().Info("reconcile pass", slog.String("id", id), slog.String("trigger", trigger),
 		slog.Int("sessions", p.rep.SessionsChecked), slog.Int("refs", p.rep.Refs),
 		slog.Int("refs_unverified", p.rep.RefsUnverified), slog.Int("forge_calls", p.rep.ForgeCalls),
-		slog.Any("verdicts", p.rep.Verdicts), slog.Any("changed", p.rep.Changed), slog.Int64("duration_ms", p.rep.DurationMS))
+		logattr.Counts("verdicts", p.rep.Verdicts), logattr.Counts("changed", p.rep.Changed), slog.Int64("duration_ms", p.rep.DurationMS))
 	return p.rep, err
 }
 

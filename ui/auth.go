@@ -23,7 +23,25 @@ func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
 		return
 	}
-	c.render(w, r, http.StatusOK, "login", c.loginView(""))
+	msg := ""
+	if r.URL.Query().Get("cookie") == "dropped" {
+		msg = cookieDroppedMessage(r, c.SecureCookies)
+	}
+	c.render(w, r, http.StatusOK, "login", c.loginView(msg))
+}
+
+// afterSignIn is where a sign-in sends the browser: the fleet, marked so
+// that a browser that did not keep the cookie is told why (signedIn).
+const afterSignIn = "/ui/?signed_in=1"
+
+// cookieDroppedMessage says why a sign-in came back to the sign-in page:
+// the browser did not send the session cookie it was just given.
+func cookieDroppedMessage(r *http.Request, secure bool) string {
+	if secure && r.TLS == nil {
+		return "You signed in, but your browser did not keep the session cookie: it is marked Secure and this page came over plain http://. " +
+			"Open the console at its https:// address (through the TLS proxy), or start the daemon with --console-secure-cookie never on a network you trust."
+	}
+	return "You signed in, but your browser did not send the session cookie back. Allow cookies for this site, and open the console at one address (not an IP here and a name there)."
 }
 
 // loginData says what the sign-in page offers besides pasting a token.
@@ -65,7 +83,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/ui", HttpOnly: true,
 		Secure: r.TLS != nil || c.SecureCookies, SameSite: http.SameSiteStrictMode})
 	c.Logger.InfoContext(r.Context(), "console sign-in", "token_id", p.TokenID, "role", string(p.Role))
-	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+	http.Redirect(w, r, afterSignIn, http.StatusSeeOther)
 }
 
 // logout ends the session on the server and clears the cookie.
@@ -95,7 +113,14 @@ func (c *console) signedIn(next http.Handler) http.Handler {
 		}
 		if s == nil {
 			clearCookie(w)
-			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+			target := "/ui/login"
+			if r.URL.Query().Get("signed_in") == "1" && id == "" {
+				// Just signed in, and the cookie did not come back.
+				c.Logger.WarnContext(r.Context(), "console sign-in: the browser did not send the session cookie back",
+					"secure_cookie", c.SecureCookies, "tls", r.TLS != nil)
+				target = "/ui/login?cookie=dropped"
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
 		}
 		if c.OAuth != nil {

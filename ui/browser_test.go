@@ -46,13 +46,23 @@ func newConsole(t *testing.T) *console { return newConsoleWith(t, 0) }
 // newConsoleWith is newConsole with a --run-liveness window (0: default).
 func newConsoleWith(t *testing.T, liveness time.Duration) *console {
 	t.Helper()
+	return newConsoleDeps(t, liveness, nil)
+}
+
+// newConsoleDeps is newConsoleWith whose console's deps edit changes.
+func newConsoleDeps(t *testing.T, liveness time.Duration, edit func(*ui.Deps)) *console {
+	t.Helper()
 	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
 	s.SetRunLiveness(liveness)
 	apiHandler := api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
 		Evidence: checkpointd.EvidenceSources{Webhooks: true},
 		Webhook:  &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(webhookSecret)}}, Store: s}})
 	mux := http.NewServeMux()
-	mux.Handle("/ui/", ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: checkpointd.DefaultWorkflow().Stages}))
+	deps := ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: checkpointd.DefaultWorkflow().Stages}
+	if edit != nil {
+		edit(&deps)
+	}
+	mux.Handle("/ui/", ui.New(deps))
 	mux.Handle("/", apiHandler)
 	c := &console{t: t, store: s}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

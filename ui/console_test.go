@@ -12,6 +12,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/store"
+	"github.com/checkpointd/checkpointd/ui"
 )
 
 // client is a browser-like HTTP client with a cookie jar that does not
@@ -54,7 +55,7 @@ func (c *console) send(t *testing.T, hc *http.Client, method, path string, form 
 func (c *console) login(t *testing.T, hc *http.Client, token string) string {
 	t.Helper()
 	a := c.send(t, hc, "POST", "/ui/login", url.Values{"token": {token}})
-	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/" {
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/?signed_in=1" {
 		t.Fatalf("sign-in: %d %s\n%s", a.status, a.header.Get("Location"), a.body)
 	}
 	page := c.send(t, hc, "GET", "/ui/drain", nil)
@@ -104,6 +105,34 @@ func TestSessionCookie(t *testing.T) {
 		if strings.Contains(c.send(t, hc, "GET", path, nil).body, c.reader) {
 			t.Errorf("%s shows the token", path)
 		}
+	}
+}
+
+// TestSignInDroppedCookie: a Secure cookie on plain HTTP is dropped by the
+// browser beyond localhost (here: a client that keeps no cookie; Go's
+// cookie jar, like Chromium, trusts http://127.0.0.1 with one). The
+// sign-in then lands back on the sign-in page, which says why and what to
+// do instead of looping silently.
+func TestSignInDroppedCookie(t *testing.T) {
+	c := newConsoleDeps(t, 0, func(d *ui.Deps) { d.SecureCookies = true })
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	a := c.send(t, hc, "POST", "/ui/login", url.Values{"token": {c.operator}})
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/?signed_in=1" {
+		t.Fatalf("sign-in: %d %s", a.status, a.header.Get("Location"))
+	}
+	a = c.send(t, hc, "GET", a.header.Get("Location"), nil)
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/login?cookie=dropped" {
+		t.Fatalf("the fleet without the cookie: %d %s", a.status, a.header.Get("Location"))
+	}
+	page := c.send(t, hc, "GET", a.header.Get("Location"), nil)
+	for _, want := range []string{"did not keep the session cookie", "plain http://", "--console-secure-cookie never"} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("the sign-in page does not say %q:\n%s", want, page.body)
+		}
+	}
+	// Without the sign-in marker, a visit without a cookie says nothing.
+	if a := c.send(t, hc, "GET", "/ui/", nil); a.header.Get("Location") != "/ui/login" {
+		t.Errorf("a plain visit without a cookie goes to %s", a.header.Get("Location"))
 	}
 }
 

@@ -194,7 +194,7 @@ func (c *console) oauthCallback(w http.ResponseWriter, r *http.Request) {
 	// A page, not a redirect: the Strict cookie is not sent on a redirect
 	// that a navigation from the forge started; a navigation from this
 	// page is same-site.
-	c.render(w, r, http.StatusOK, "signedin", view{Title: "Signed in", Refresh: "/ui/"})
+	c.render(w, r, http.StatusOK, "signedin", view{Title: "Signed in", Refresh: afterSignIn})
 }
 
 // exchangeError is what the forge said about a refused code, without the

@@ -106,7 +106,7 @@ func TestOAuthSignIn(t *testing.T) {
 	// A reader sees the repositories they can read on the forge, no more.
 	hc := w.client(t)
 	a := w.send(t, hc, "GET", w.start(t, hc, "dana"), nil)
-	if a.status != http.StatusOK || !strings.Contains(a.body, `http-equiv="refresh" content="0;url=/ui/"`) {
+	if a.status != http.StatusOK || !strings.Contains(a.body, `http-equiv="refresh" content="0;url=/ui/?signed_in=1"`) {
 		t.Fatalf("callback: %d\n%s", a.status, a.body)
 	}
 	fleet := w.send(t, hc, "GET", "/ui/", nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/errlog"
+	"github.com/checkpointd/checkpointd/internal/logattr"
 	"github.com/checkpointd/checkpointd/metrics"
 	"github.com/checkpointd/checkpointd/store"
 )
@@ -73,6 +74,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusServiceUnavailable, "store_unavailable", "the store cannot record the delivery; reconcile will catch up")
 		return
 	}
+	h.logDelivery(r.Context(), d, outcome, answer)
 	if outcome != "applied" {
 		write(w, http.StatusOK, answer)
 		return
@@ -93,6 +95,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h.Store.Settle(ctx); err != nil {
 		h.Log.WarnContext(ctx, "webhook: re-judging the sessions failed; the next read or worker pass retries",
 			slog.String("delivery", d.ID), slog.Any("err", err))
+	}
+}
+
+// logDelivery writes one line per delivery the daemon took, to match with
+// the forge's "Recent Deliveries" by its id: applied and duplicate ones at
+// info (with what they changed), ignored ones (events it does not act on)
+// at debug.
+func (h *Handler) logDelivery(ctx context.Context, d *Delivery, outcome string, answer map[string]any) {
+	level := slog.LevelInfo
+	if outcome == "ignored" {
+		level = slog.LevelDebug
+	}
+	attrs := []slog.Attr{slog.String("delivery", d.ID), slog.String("event", d.Event), slog.String("outcome", outcome)}
+	if e, ok := answer["effects"].(*checkpointd.ObservationEffects); ok && e != nil {
+		attrs = append(attrs, slog.Int("live_refs", e.LiveRefs), logattr.Counts("sessions", e.Sessions),
+			slog.Int("leases_released", e.LeasesReleased))
+	}
+	if reason, ok := answer["ignored"].(string); ok {
+		attrs = append(attrs, slog.String("reason", reason))
+	}
+	if h.Log != nil {
+		h.Log.LogAttrs(ctx, level, "webhook delivery", attrs...)
 	}
 }
 

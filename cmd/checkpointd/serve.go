@@ -287,6 +287,9 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	}
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("store", string(s.Dialect())),
 		slog.Int64("schema_version", schemaVersion), slog.String("metrics_addr", metricsAddr))
+	for _, w := range listenWarnings(cfg.listen, cfg.secureCookie) {
+		log.Warn(w)
+	}
 	// Under systemd's Type=notify the unit is started once the listener is
 	// bound (connections queue until Serve accepts them); elsewhere
 	// NOTIFY_SOCKET is unset and this does nothing.

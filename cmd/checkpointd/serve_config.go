@@ -133,12 +133,40 @@ func consoleSecureCookie(v, listen string) (bool, error) {
 	case "never":
 		return false, nil
 	case "auto", "":
-		host, _, err := net.SplitHostPort(listen)
-		if err != nil {
-			return true, nil
-		}
-		ip := net.ParseIP(strings.Trim(host, "[]"))
-		return !(host == "localhost" || (ip != nil && ip.IsLoopback())), nil
+		return !loopbackOnly(listen), nil
 	}
 	return false, fmt.Errorf("--console-secure-cookie %q: want auto, always or never", v)
+}
+
+// loopbackOnly says whether a listen address is reachable from this host
+// alone; an address it cannot read counts as reachable from elsewhere.
+func loopbackOnly(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// listenWarnings are what serve warns of at start about how it is
+// reached: plain HTTP beyond loopback (the daemon has no TLS of its own),
+// and a Secure console cookie that a browser on plain http:// drops, so
+// that its sign-in would come back to the sign-in page.
+func listenWarnings(listen string, secureCookie bool) []string {
+	if loopbackOnly(listen) {
+		if secureCookie {
+			return []string{"the console's cookie is Secure (--console-secure-cookie always) but the daemon serves plain HTTP: " +
+				"a browser on http:// drops it and cannot sign in; reach the console through a TLS proxy's https:// address"}
+		}
+		return nil
+	}
+	w := []string{"serving plain HTTP on " + listen + ", beyond loopback: tokens and checkpoints cross the network in the clear; " +
+		"put a TLS-terminating proxy in front (docs/gitea-setup.md)"}
+	if secureCookie {
+		w = append(w, "the console's cookie is Secure (--console-secure-cookie auto, since "+listen+" is beyond loopback): "+
+			"a browser on plain http:// drops it and cannot sign in; use the TLS proxy's https:// address, or "+
+			"--console-secure-cookie never on a network you trust")
+	}
+	return w
 }
