@@ -23,17 +23,34 @@ type principalKey struct{}
 // (the watch feed) authenticates it again while it lasts.
 type tokenHashKey struct{}
 
+// inProcessTokenKey holds the hash of the token an in-process caller acts
+// with (InProcessToken).
+type inProcessTokenKey struct{}
+
+// InProcessToken returns ctx carrying the hash of a token, for a request
+// served in process (internal/inproc's Transport.Context): the console
+// keeps only the hash of the token a person signed in with, and its calls
+// authenticate by it. No request from the network carries a context
+// value, so the hash alone (in a database dump, say) authenticates
+// nothing over HTTP.
+func InProcessToken(ctx context.Context, tokenHash string) context.Context {
+	return context.WithValue(ctx, inProcessTokenKey{}, tokenHash)
+}
+
 // authenticate resolves the bearer token to a principal. Tokens are looked
 // up by hash, so the secret is never compared or stored in the clear.
 func (a *api) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="checkpointd"`)
-			a.writeProblem(w, r, fmt.Errorf("%w: a bearer token is required", checkpointd.ErrUnauthorized))
-			return
+		hash, inProcess := r.Context().Value(inProcessTokenKey{}).(string)
+		if !inProcess || hash == "" {
+			scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="checkpointd"`)
+				a.writeProblem(w, r, fmt.Errorf("%w: a bearer token is required", checkpointd.ErrUnauthorized))
+				return
+			}
+			hash = checkpointd.HashToken(strings.TrimSpace(secret))
 		}
-		hash := checkpointd.HashToken(strings.TrimSpace(secret))
 		p, err := a.Store.Auth.Authenticate(r.Context(), hash)
 		if err != nil {
 			if errors.Is(err, checkpointd.ErrStoreUnavailable) {

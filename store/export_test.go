@@ -221,3 +221,12 @@ func HoldWriteBatches(s *Store, gather int) (queued, holding func() int64, relea
 func WriteBatchCalls(s *Store) (calls, largest int64) {
 	return s.batcher.calls.Load(), s.batcher.largest.Load()
 }
+
+// RawConsoleGrant is a console session's forge_grant column as stored.
+func (s *Store) RawConsoleGrant(t interface{ Fatal(...any) }, idDigest string) string {
+	var raw string
+	if err := s.rdb.Get(&raw, s.rdb.Rebind(`SELECT forge_grant FROM console_sessions WHERE id_digest = ?`), idDigest); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}

@@ -19,9 +19,11 @@ func sessionOf(r *http.Request) *consoleSession {
 
 // loginPage asks for a token. A person already signed in goes to the fleet.
 func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
-	if ck, err := r.Cookie(cookieName); err == nil && c.sessions.get(ck.Value) != nil {
-		http.Redirect(w, r, "/ui/", http.StatusFound)
-		return
+	if ck, err := r.Cookie(cookieName); err == nil {
+		if s, _ := c.sessions.get(r.Context(), ck.Value); s != nil {
+			http.Redirect(w, r, "/ui/", http.StatusFound)
+			return
+		}
 	}
 	msg := ""
 	if r.URL.Query().Get("cookie") == "dropped" {
@@ -79,8 +81,12 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, "Agent tokens cannot sign in: the console is for people. Use a reader or operator token.")
 		return
 	}
-	id, _ := c.sessions.create(token, *p)
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/ui", HttpOnly: true,
+	s, err := c.sessions.create(r.Context(), checkpointd.HashToken(token), *p, nil)
+	if err != nil {
+		fail(http.StatusServiceUnavailable, "The daemon cannot reach its database right now; try again.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.id, Path: "/ui", HttpOnly: true,
 		Secure: r.TLS != nil || c.SecureCookies, SameSite: http.SameSiteStrictMode})
 	c.Logger.InfoContext(r.Context(), "console sign-in", "token_id", p.TokenID, "role", string(p.Role))
 	http.Redirect(w, r, afterSignIn, http.StatusSeeOther)
@@ -88,10 +94,15 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 
 // logout ends the session on the server and clears the cookie.
 func (c *console) logout(w http.ResponseWriter, r *http.Request) {
-	if ck, err := r.Cookie(cookieName); err == nil {
-		c.sessions.end(ck.Value)
-	}
 	clearCookie(w)
+	if ck, err := r.Cookie(cookieName); err == nil {
+		if err := c.sessions.end(r.Context(), ck.Value); err != nil {
+			c.Logger.WarnContext(r.Context(), "console sign-out: the session could not be ended on the server", "err", err)
+			c.renderError(w, r, nil, http.StatusServiceUnavailable,
+				"Signed out of this browser, but the daemon cannot reach its database to end the session on the server; it ends when idle. Sign out again to retry.")
+			return
+		}
+	}
 	c.Logger.InfoContext(r.Context(), "console sign-out")
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
@@ -109,7 +120,11 @@ func (c *console) signedIn(next http.Handler) http.Handler {
 		var s *consoleSession
 		var id string
 		if ck, err := r.Cookie(cookieName); err == nil {
-			id, s = ck.Value, c.sessions.get(ck.Value)
+			id = ck.Value
+			if s, err = c.sessions.get(r.Context(), id); err != nil {
+				c.renderError(w, r, nil, http.StatusServiceUnavailable, "the daemon cannot reach its database right now; try again")
+				return
+			}
 		}
 		if s == nil {
 			clearCookie(w)
@@ -123,9 +138,14 @@ func (c *console) signedIn(next http.Handler) http.Handler {
 			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
 		}
+		if r.Method == http.MethodGet && r.URL.Query().Has("signed_in") {
+			// The cookie came back: on to the page, without the marker.
+			http.Redirect(w, r, r.URL.Path, http.StatusSeeOther)
+			return
+		}
 		if c.OAuth != nil {
 			var ok bool
-			if s, ok = c.recheck(w, r, id, s); !ok {
+			if s, ok = c.recheck(w, r, s); !ok {
 				return
 			}
 		}

@@ -54,11 +54,18 @@ func newConsoleDeps(t *testing.T, liveness time.Duration, edit func(*ui.Deps)) *
 	t.Helper()
 	s := storetest.Open(t, storetest.SQLite, checkpointd.SystemClock{})
 	s.SetRunLiveness(liveness)
+	return newConsoleOn(t, s, edit)
+}
+
+// newConsoleOn serves the API and the console over s (a replica, when
+// another console serves the same database).
+func newConsoleOn(t *testing.T, s *store.Store, edit func(*ui.Deps)) *console {
+	t.Helper()
 	apiHandler := api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: []byte("0123456789abcdef0123456789abcdef"),
 		Evidence: checkpointd.EvidenceSources{Webhooks: true},
 		Webhook:  &webhook.Handler{Verifier: &webhook.Verifier{Secrets: [][]byte{[]byte(webhookSecret)}}, Store: s}})
 	mux := http.NewServeMux()
-	deps := ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: checkpointd.DefaultWorkflow().Stages}
+	deps := ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Sessions: s, Stages: checkpointd.DefaultWorkflow().Stages}
 	if edit != nil {
 		edit(&deps)
 	}

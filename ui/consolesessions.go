@@ -1,58 +1,74 @@
 package ui
 
 import (
+	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/checkpointd/checkpointd"
 )
 
 // cookieName is the console's session cookie. Its value is a random id;
-// the token it stands for stays on the server.
+// the server keeps its digest, and the token stays on the server.
 const cookieName = "checkpointd_console"
 
-// consoleSession is one signed-in person: the token they pasted (kept in
-// memory, never sent back), what it authenticated as, and the CSRF token
-// every form of theirs carries.
+// SessionStore keeps console sessions where every replica reads them (the
+// store package's methods of the same names).
+type SessionStore interface {
+	CreateConsoleSession(ctx context.Context, cs *checkpointd.ConsoleSession) error
+	ConsoleSession(ctx context.Context, idDigest string) (*checkpointd.ConsoleSession, error)
+	SeeConsoleSession(ctx context.Context, idDigest string, at time.Time) error
+	ReplaceConsoleSession(ctx context.Context, cs *checkpointd.ConsoleSession, tokenHash string) error
+	EndConsoleSession(ctx context.Context, idDigest string) (*checkpointd.ConsoleSession, error)
+	EndIdleConsoleSessions(ctx context.Context, seenBefore time.Time, limit int) ([]checkpointd.ConsoleSession, error)
+	// The sign-ins with the forge under way (oauth.go), by the digest of
+	// their state.
+	PutConsoleOAuthFlow(ctx context.Context, stateDigest, verifier string, at, startedBefore time.Time) error
+	TakeConsoleOAuthFlow(ctx context.Context, stateDigest string, startedAfter time.Time) (string, error)
+}
+
+// consoleSession is one signed-in person, for the request under way: the
+// cookie's value it came with and the session the store keeps for it.
 type consoleSession struct {
-	token     string
+	id        string // the cookie's value: never stored, never logged
 	principal checkpointd.Principal
-	csrf      string
-	lastUsed  time.Time
-	// forge is set for a person signed in with the forge (oauth.go).
-	forge *forgeGrant
+	// tokenHash is what the console's API calls authenticate with
+	// (api.InProcessToken): the token itself is kept nowhere.
+	tokenHash string
+	// csrf is the token every form of the session carries, derived from
+	// the cookie's value, so no replica needs to keep it.
+	csrf string
+	rec  *checkpointd.ConsoleSession
 }
 
 // operator says whether the session may act (and sees action buttons).
 func (s *consoleSession) operator() bool { return s.principal.Role == checkpointd.RoleOperator }
 
-// sessions keeps console sessions by the SHA-256 of their cookie value, so
-// a memory dump does not hand out cookies. Sessions live in this replica's
-// memory: a restart signs everyone out, and behind a load balancer the
-// console needs sticky routing (docs/console.md).
+// sessions keeps console sessions in the store by the SHA-256 of their
+// cookie value, so that any replica serves them and a database dump hands
+// out no cookie.
 type sessions struct {
-	mu   sync.Mutex
-	m    map[[32]byte]*consoleSession
-	idle time.Duration
-	now  func() time.Time
+	store SessionStore
+	idle  time.Duration
+	now   func() time.Time
 	// ended is told of every session that ends (signed out, idle, ended
-	// by the forge), outside the lock: a minted token is revoked.
-	ended func(*consoleSession)
+	// by the forge): a minted token is revoked.
+	ended func(*checkpointd.ConsoleSession)
 }
 
-func newSessions(idle time.Duration, now func() time.Time, ended func(*consoleSession)) *sessions {
-	return &sessions{m: map[[32]byte]*consoleSession{}, idle: idle, now: now, ended: ended}
-}
+// idleSweep bounds the idle sessions one sign-in ends.
+const idleSweep = 100
 
-func (ss *sessions) tell(s *consoleSession) {
-	if s != nil && ss.ended != nil {
-		ss.ended(s)
-	}
+func cookieDigest(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
 }
 
 func randomString() string {
@@ -61,81 +77,92 @@ func randomString() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session for token and returns its cookie value.
-func (ss *sessions) create(token string, p checkpointd.Principal) (string, *consoleSession) {
+func (ss *sessions) view(id string, rec *checkpointd.ConsoleSession) *consoleSession {
+	mac := hmac.New(sha256.New, []byte(id))
+	mac.Write([]byte("checkpointd console csrf"))
+	return &consoleSession{id: id, principal: rec.Principal, tokenHash: rec.TokenHash,
+		csrf: base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), rec: rec}
+}
+
+func (ss *sessions) tell(rec *checkpointd.ConsoleSession) {
+	if rec != nil && ss.ended != nil {
+		ss.ended(rec)
+	}
+}
+
+// create starts a session for the token of tokenHash (and the forge's
+// grant, for a sign-in with the forge) and returns its cookie value. Idle
+// sessions end first.
+func (ss *sessions) create(ctx context.Context, tokenHash string, p checkpointd.Principal, forge *checkpointd.ForgeGrant) (*consoleSession, error) {
+	now := ss.now()
+	gone, err := ss.store.EndIdleConsoleSessions(ctx, now.Add(-ss.idle), idleSweep)
+	if err != nil {
+		return nil, err
+	}
+	for i := range gone {
+		ss.tell(&gone[i])
+	}
 	id := randomString()
-	s := &consoleSession{token: token, principal: p, csrf: randomString(), lastUsed: ss.now()}
-	ss.mu.Lock()
-	gone := ss.sweep()
-	ss.m[sha256.Sum256([]byte(id))] = s
-	ss.mu.Unlock()
-	for _, g := range gone {
-		ss.tell(g)
+	rec := &checkpointd.ConsoleSession{IDDigest: cookieDigest(id), TokenHash: tokenHash, Principal: p, CreatedAt: now, LastSeenAt: now,
+		Forge: forge}
+	if err := ss.store.CreateConsoleSession(ctx, rec); err != nil {
+		return nil, err
 	}
-	return id, s
+	return ss.view(id, rec), nil
 }
 
-// replace puts a copy of the session of cookie value id with a new token
-// and principal in its place (the forge changed what the person may do)
-// and returns it; requests under way keep the old copy.
-func (ss *sessions) replace(id, token string, p checkpointd.Principal) *consoleSession {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	k := sha256.Sum256([]byte(id))
-	old := ss.m[k]
-	if old == nil {
-		return nil
-	}
-	s := &consoleSession{token: token, principal: p, csrf: old.csrf, lastUsed: old.lastUsed, forge: old.forge}
-	ss.m[k] = s
-	return s
-}
-
-// get returns the live session of a cookie value, or nil.
-func (ss *sessions) get(id string) *consoleSession {
+// get returns the live session of a cookie value: nil when there is none
+// (or it went idle, which ends it); an error when the store cannot say.
+func (ss *sessions) get(ctx context.Context, id string) (*consoleSession, error) {
 	if id == "" {
-		return nil
+		return nil, nil
 	}
-	k := sha256.Sum256([]byte(id))
-	ss.mu.Lock()
-	s := ss.m[k]
-	if s == nil {
-		ss.mu.Unlock()
-		return nil
+	rec, err := ss.store.ConsoleSession(ctx, cookieDigest(id))
+	switch {
+	case errors.Is(err, checkpointd.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
 	now := ss.now()
-	if now.Sub(s.lastUsed) > ss.idle {
-		delete(ss.m, k)
-		ss.mu.Unlock()
-		ss.tell(s)
-		return nil
+	if rec.Idle(now, ss.idle) {
+		return nil, ss.end(ctx, id)
 	}
-	s.lastUsed = now
-	ss.mu.Unlock()
-	return s
+	if now.Sub(rec.LastSeenAt) >= checkpointd.ConsoleSeenInterval {
+		if err := ss.store.SeeConsoleSession(ctx, rec.IDDigest, now); err != nil {
+			return nil, err
+		}
+	}
+	return ss.view(id, rec), nil
+}
+
+// replace puts a new token and principal (and grant) in the place of the
+// session's, unless another request or replica replaced or ended it
+// meanwhile: then nil, and the caller reads it again.
+func (ss *sessions) replace(ctx context.Context, s *consoleSession, tokenHash string, p checkpointd.Principal, forge *checkpointd.ForgeGrant) (*consoleSession, error) {
+	rec := *s.rec
+	rec.TokenHash, rec.Principal, rec.Forge = tokenHash, p, forge
+	err := ss.store.ReplaceConsoleSession(ctx, &rec, s.tokenHash)
+	switch {
+	case errors.Is(err, checkpointd.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return ss.view(s.id, &rec), nil
 }
 
 // end forgets a session (sign out; a token the API no longer accepts).
-func (ss *sessions) end(id string) {
-	k := sha256.Sum256([]byte(id))
-	ss.mu.Lock()
-	s := ss.m[k]
-	delete(ss.m, k)
-	ss.mu.Unlock()
-	ss.tell(s)
-}
-
-// sweep drops idle sessions and returns them; the caller holds mu.
-func (ss *sessions) sweep() []*consoleSession {
-	now := ss.now()
-	var gone []*consoleSession
-	for k, s := range ss.m {
-		if now.Sub(s.lastUsed) > ss.idle {
-			delete(ss.m, k)
-			gone = append(gone, s)
-		}
+// It is bounded and detached from the request: a sign-out the browser
+// gave up on still ends the session on the server.
+func (ss *sessions) end(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	rec, err := ss.store.EndConsoleSession(ctx, cookieDigest(id))
+	if err == nil {
+		ss.tell(rec)
 	}
-	return gone
+	return err
 }
 
 // validCSRF compares a form's token with the session's in constant time.

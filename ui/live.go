@@ -4,9 +4,11 @@ import (
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/checkpointd/checkpointd/internal/inproc"
 )
+
+// liveSessionCheck is how often a relayed feed asks the store whether its
+// console session still lives: not at every event.
+const liveSessionCheck = 2 * time.Second
 
 // events relays the change feed (GET /v1/watch) to the signed-in browser:
 // EventSource cannot send a bearer token, so the console asks with the
@@ -19,19 +21,16 @@ func (c *console) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		req.Header.Set("Last-Event-ID", id)
 	}
-	resp, err := (&inproc.Transport{Handler: c.API, RemoteAddr: "console"}).RoundTrip(req)
+	resp, err := c.transport(s).RoundTrip(req)
 	if err != nil {
 		return // the browser went away
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized {
-		if ck, err := r.Cookie(cookieName); err == nil {
-			c.sessions.end(ck.Value)
-		}
+		_ = c.sessions.end(r.Context(), s.id)
 	}
 	if resp.StatusCode != http.StatusOK {
 		w.WriteHeader(resp.StatusCode) // EventSource stops on an error status
@@ -42,13 +41,17 @@ func (c *console) events(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 16<<10)
-	ck, _ := r.Cookie(cookieName)
+	checked := time.Now()
 	for {
 		n, err := resp.Body.Read(buf)
-		// A signed-out session stops hearing at once (the API's own
-		// re-authentication ends a revoked token's stream).
-		if ck == nil || c.sessions.get(ck.Value) == nil {
-			return
+		// A session signed out (on any replica) stops hearing within
+		// liveSessionCheck; the API's own re-authentication ends a
+		// revoked token's stream.
+		if time.Since(checked) >= liveSessionCheck {
+			if cur, err := c.sessions.get(r.Context(), s.id); err != nil || cur == nil {
+				return
+			}
+			checked = time.Now()
 		}
 		if n > 0 {
 			// A browser that stops reading (a laptop asleep) is let go

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -61,54 +62,36 @@ const (
 	forgeUserAgent = "checkpointd-console"
 )
 
-// forgeGrant is what a console session signed in with the forge holds.
-type forgeGrant struct {
-	mu        sync.Mutex // held while the forge is asked again
-	token     *oauth2.Token
-	login     string
-	tokenID   string // the minted daemon token
-	checkedAt time.Time
-}
-
-// pendingFlows are the sign-ins started here and not yet called back:
-// state → PKCE verifier. A state is taken once.
-type pendingFlows struct {
-	mu sync.Mutex
-	m  map[string]pendingFlow
-}
-
-type pendingFlow struct {
-	verifier string
-	started  time.Time
-}
-
-// maxPendingFlows bounds the map against a page that starts sign-ins in
-// a loop; the oldest go first.
-const maxPendingFlows = 4096
-
-func (p *pendingFlows) put(state, verifier string, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]pendingFlow{}
+// newGrant is what a session signed in with the forge keeps of it: the
+// forge's OAuth token (sealed by the store) to ask again later.
+func newGrant(login string, tok *oauth2.Token, at time.Time) (*checkpointd.ForgeGrant, error) {
+	b, err := json.Marshal(tok)
+	if err != nil {
+		return nil, err
 	}
-	for s, f := range p.m {
-		if now.Sub(f.started) > oauthFlowTTL || len(p.m) >= maxPendingFlows {
-			delete(p.m, s)
-		}
-	}
-	p.m[state] = pendingFlow{verifier: verifier, started: now}
+	return &checkpointd.ForgeGrant{Login: login, OAuth: b, CheckedAt: at}, nil
 }
 
-func (p *pendingFlows) take(state string, now time.Time) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f, ok := p.m[state]
-	delete(p.m, state)
-	if !ok || now.Sub(f.started) > oauthFlowTTL {
-		return "", false
+// grantToken is the forge's OAuth token a grant keeps.
+func grantToken(g *checkpointd.ForgeGrant) (*oauth2.Token, error) {
+	var tok oauth2.Token
+	if err := json.Unmarshal(g.OAuth, &tok); err != nil {
+		return nil, fmt.Errorf("the session's forge grant: %w", err)
 	}
-	return f.verifier, true
+	return &tok, nil
+}
+
+// recheckLocks serialise the rechecks of one session on this replica (by
+// its digest's first byte): its requests ask the forge once, not each.
+// Across replicas the store's conditional replace picks one.
+type recheckLocks [256]sync.Mutex
+
+func (l *recheckLocks) of(idDigest string) *sync.Mutex {
+	var b byte
+	if len(idDigest) > 0 {
+		b = idDigest[0] ^ idDigest[len(idDigest)-1]
+	}
+	return &l[b]
 }
 
 func (o *OAuth) config() *oauth2.Config {
@@ -133,7 +116,11 @@ func (o *OAuth) httpClient() *http.Client {
 // challenge.
 func (c *console) startOAuth(w http.ResponseWriter, r *http.Request) {
 	state, verifier := randomString(), oauth2.GenerateVerifier()
-	c.flows.put(state, verifier, c.Now())
+	now := c.Now()
+	if err := c.Sessions.PutConsoleOAuthFlow(r.Context(), cookieDigest(state), verifier, now, now.Add(-oauthFlowTTL)); err != nil {
+		c.render(w, r, http.StatusServiceUnavailable, "login", c.loginView("The daemon cannot reach its database right now; try again."))
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: oauthCookie, Value: state, Path: "/ui/login/oauth", MaxAge: int(oauthFlowTTL.Seconds()),
 		HttpOnly: true, Secure: r.TLS != nil || c.SecureCookies, SameSite: http.SameSiteLaxMode})
 	http.Redirect(w, r, c.OAuth.config().AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), http.StatusSeeOther)
@@ -159,9 +146,13 @@ func (c *console) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, "This sign-in did not start in this browser (the state does not match): start again.")
 		return
 	}
-	verifier, ok := c.flows.take(state, c.Now())
-	if !ok {
+	verifier, err := c.Sessions.TakeConsoleOAuthFlow(r.Context(), cookieDigest(state), c.Now().Add(-oauthFlowTTL))
+	switch {
+	case errors.Is(err, checkpointd.ErrNotFound):
 		fail(http.StatusForbidden, "This sign-in was already used or took too long: start again.")
+		return
+	case err != nil:
+		fail(http.StatusServiceUnavailable, "The daemon cannot reach its database right now; try again.")
 		return
 	}
 	ctx := context.WithValue(r.Context(), oauth2.HTTPClient, c.OAuth.httpClient())
@@ -180,15 +171,23 @@ func (c *console) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadGateway, "The forge could not say who you are right now: "+err.Error())
 		return
 	}
-	grant := &forgeGrant{token: tok, login: acc.login, checkedAt: c.Now()}
-	p, secret, err := c.mint(r.Context(), grant, acc)
+	grant, err := newGrant(acc.login, tok, c.Now())
+	if err != nil {
+		fail(http.StatusBadGateway, "The forge's answer could not be kept: "+err.Error())
+		return
+	}
+	p, tokenHash, err := c.mint(r.Context(), acc)
 	if err != nil {
 		fail(http.StatusServiceUnavailable, "The daemon cannot start your session right now; try again.")
 		return
 	}
-	id, s := c.sessions.create(secret, p)
-	s.forge = grant
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/ui", HttpOnly: true,
+	s, err := c.sessions.create(r.Context(), tokenHash, p, grant)
+	if err != nil {
+		c.revoke(p.TokenID)
+		fail(http.StatusServiceUnavailable, "The daemon cannot start your session right now; try again.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.id, Path: "/ui", HttpOnly: true,
 		Secure: r.TLS != nil || c.SecureCookies, SameSite: http.SameSiteStrictMode})
 	c.Logger.InfoContext(r.Context(), "console sign-in with the forge", "login", acc.login, "role", string(p.Role), "repos", len(acc.scope))
 	// A page, not a redirect: the Strict cookie is not sent on a redirect
@@ -213,14 +212,15 @@ func exchangeError(err error) string {
 	return "the forge is unreachable"
 }
 
-// mint makes the daemon token the console acts with for the person.
-func (c *console) mint(ctx context.Context, g *forgeGrant, acc forgeAccess) (checkpointd.Principal, string, error) {
+// mint makes the daemon token the console acts with for the person and
+// returns its principal and hash: the secret itself is kept nowhere, the
+// console's calls authenticate by the hash (api.InProcessToken).
+func (c *console) mint(ctx context.Context, acc forgeAccess) (checkpointd.Principal, string, error) {
 	id, secret, err := c.OAuth.Mint(ctx, "console: "+acc.login+" (signed in with the forge)", acc.role, acc.scope)
 	if err != nil {
 		return checkpointd.Principal{}, "", err
 	}
-	g.tokenID = id
-	return checkpointd.Principal{TokenID: id, Name: acc.login, Role: acc.role, Scope: acc.scope}, secret, nil
+	return checkpointd.Principal{TokenID: id, Name: acc.login, Role: acc.role, Scope: acc.scope}, checkpointd.HashToken(secret), nil
 }
 
 // forgeAccess is what the forge says a person may do here.
@@ -323,49 +323,78 @@ func (c *console) forgeAccess(ctx context.Context, tok *oauth2.Token) (forgeAcce
 // Recheck: a revoked grant or a person no longer admitted ends the
 // session; a changed role or scope gets a new daemon token. false: the
 // session ended (the answer is written); else the session to go on with.
-func (c *console) recheck(w http.ResponseWriter, r *http.Request, id string, s *consoleSession) (*consoleSession, bool) {
-	g := s.forge
-	if g == nil {
+func (c *console) recheck(w http.ResponseWriter, r *http.Request, s *consoleSession) (*consoleSession, bool) {
+	every := cmp.Or(c.OAuth.Recheck, 5*time.Minute)
+	fresh := func(s *consoleSession) bool { return s.rec.Forge == nil || c.Now().Sub(s.rec.Forge.CheckedAt) < every }
+	if fresh(s) {
 		return s, true
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if c.Now().Sub(g.checkedAt) < cmp.Or(c.OAuth.Recheck, 5*time.Minute) {
-		if cur := c.sessions.get(id); cur != nil {
-			return cur, true // another request renewed it meanwhile
-		}
-		return s, true
-	}
-	ctx := context.WithValue(r.Context(), oauth2.HTTPClient, c.OAuth.httpClient())
-	acc, err := c.forgeAccess(ctx, g.token)
-	var refused *accessRefused
-	switch {
-	case errors.As(err, &refused):
-		c.sessions.end(id)
+	mu := c.rechecks.of(s.rec.IDDigest)
+	mu.Lock()
+	defer mu.Unlock()
+	ended := func() (*consoleSession, bool) {
 		clearCookie(w)
-		c.Logger.InfoContext(r.Context(), "console session ended by the forge", "login", g.login, "reason", refused.Error())
-		c.render(w, r, http.StatusUnauthorized, "login", c.loginView(refused.Error()))
-		return nil, false
-	case err != nil:
-		c.renderError(w, r, s, http.StatusServiceUnavailable, "the forge cannot confirm your access right now ("+err.Error()+"); try again in a moment")
+		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 		return nil, false
 	}
-	if acc.role != s.principal.Role || !slices.Equal(acc.scope, s.principal.Scope) {
-		old := g.tokenID
-		p, secret, err := c.mint(r.Context(), g, acc)
+	unavailable := func(msg string) (*consoleSession, bool) {
+		c.renderError(w, r, s, http.StatusServiceUnavailable, msg)
+		return nil, false
+	}
+	for range 3 { // a replace lost to another replica reads the session again
+		cur, err := c.sessions.get(r.Context(), s.id)
+		switch {
+		case err != nil:
+			return unavailable("the daemon cannot reach its database right now; try again")
+		case cur == nil:
+			return ended()
+		}
+		if s = cur; fresh(s) {
+			return s, true // renewed meanwhile, here or on another replica
+		}
+		g := *s.rec.Forge
+		tok, err := grantToken(&g)
 		if err != nil {
-			c.renderError(w, r, s, http.StatusServiceUnavailable, "the daemon cannot renew your session right now; try again")
-			return nil, false
+			_ = c.sessions.end(r.Context(), s.id)
+			return ended()
 		}
-		if s = c.sessions.replace(id, secret, p); s == nil {
-			c.revoke(g.tokenID)
-			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+		ctx := context.WithValue(r.Context(), oauth2.HTTPClient, c.OAuth.httpClient())
+		acc, err := c.forgeAccess(ctx, tok)
+		var refused *accessRefused
+		switch {
+		case errors.As(err, &refused):
+			_ = c.sessions.end(r.Context(), s.id)
+			clearCookie(w)
+			c.Logger.InfoContext(r.Context(), "console session ended by the forge", "login", g.Login, "reason", refused.Error())
+			c.render(w, r, http.StatusUnauthorized, "login", c.loginView(refused.Error()))
 			return nil, false
+		case err != nil:
+			return unavailable("the forge cannot confirm your access right now (" + err.Error() + "); try again in a moment")
 		}
-		c.revoke(old)
+		g.CheckedAt = c.Now()
+		p, tokenHash := s.principal, s.tokenHash
+		changed := acc.role != p.Role || !slices.Equal(acc.scope, p.Scope)
+		if changed {
+			if p, tokenHash, err = c.mint(r.Context(), acc); err != nil {
+				return unavailable("the daemon cannot renew your session right now; try again")
+			}
+		}
+		next, err := c.sessions.replace(r.Context(), s, tokenHash, p, &g)
+		if err != nil || next == nil {
+			if changed {
+				c.revoke(p.TokenID) // not taken: nobody holds it
+			}
+			if err != nil {
+				return unavailable("the daemon cannot reach its database right now; try again")
+			}
+			continue
+		}
+		if changed {
+			c.revoke(s.principal.TokenID)
+		}
+		return next, true
 	}
-	g.checkedAt = c.Now()
-	return s, true
+	return ended()
 }
 
 // revoke ends a minted daemon token, in the background: sign-out does not

@@ -42,7 +42,7 @@ func newOAuthWorld(t *testing.T) *oauthWorld {
 	consoleURL := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
 	w.forge.RegisterApp(forgetest.OAuthApp{ClientID: "cid", ClientSecret: "csecret", RedirectURI: consoleURL + "/ui/login/oauth/callback"})
 	mux := http.NewServeMux()
-	mux.Handle("/ui/", ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: checkpointd.DefaultWorkflow().Stages,
+	mux.Handle("/ui/", ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Sessions: s, Stages: checkpointd.DefaultWorkflow().Stages,
 		Now: func() time.Time { return time.Unix(0, w.now.Load()) },
 		OAuth: &ui.OAuth{ClientID: "cid", ClientSecret: "csecret", ForgeURL: w.forge.URL, ConsoleURL: consoleURL,
 			OperatorTeams: []string{"acme/ops"}, ReaderTeams: []string{"acme/devs"},

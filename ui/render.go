@@ -94,8 +94,8 @@ var flashes = map[string]string{
 func (c *console) fail(w http.ResponseWriter, r *http.Request, s *consoleSession, err error) {
 	if p, ok := asProblem(err); ok {
 		if p.Status == http.StatusUnauthorized {
-			if ck, err := r.Cookie(cookieName); err == nil {
-				c.sessions.end(ck.Value)
+			if s != nil {
+				_ = c.sessions.end(r.Context(), s.id)
 			}
 			clearCookie(w)
 			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)

@@ -32,6 +32,8 @@ type Deps struct {
 	// Authenticate resolves a token's hash (checkpointd.HashToken) to its
 	// principal: the sign-in check.
 	Authenticate func(ctx context.Context, secretHash string) (*checkpointd.Principal, error)
+	// Sessions keeps the console sessions, where every replica reads them.
+	Sessions SessionStore
 	// Stages are the configured workflow stages (the fleet's stage filter).
 	Stages []string
 	// ForgeURL, when set, links repositories, issues and pull requests to
@@ -54,7 +56,7 @@ type console struct {
 	Deps
 	pages    map[string]*template.Template
 	sessions *sessions
-	flows    pendingFlows
+	rechecks recheckLocks
 }
 
 // New returns the console's handler; mount it at /ui/ (it serves paths
@@ -70,11 +72,11 @@ func New(d Deps) http.Handler {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &console{Deps: d, pages: parsePages()}
-	c.sessions = newSessions(d.IdleTimeout, d.Now, func(s *consoleSession) {
-		if s.forge != nil {
-			c.revoke(s.forge.tokenID)
+	c.sessions = &sessions{store: d.Sessions, idle: d.IdleTimeout, now: d.Now, ended: func(s *checkpointd.ConsoleSession) {
+		if s.Forge != nil {
+			c.revoke(s.Principal.TokenID) // the token minted for the session
 		}
-	})
+	}}
 	r := chi.NewRouter()
 	r.Use(securityHeaders)
 	static, _ := fs.Sub(staticFiles, "static")

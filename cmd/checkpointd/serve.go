@@ -266,7 +266,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	handler := routes(apiHandler,
 		mcp.Handler(mcp.HTTPDeps{API: apiHandler, Authenticate: s.Authenticate, Version: version(), Workflow: wf,
 			AllowedOrigins: c.StringSlice("mcp-allowed-origin")}),
-		ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Stages: wf.Stages, ForgeURL: reconciler.ForgeURL, Logger: log,
+		ui.New(ui.Deps{API: apiHandler, Authenticate: s.Authenticate, Sessions: s, Stages: wf.Stages, ForgeURL: reconciler.ForgeURL, Logger: log,
 			SecureCookies: cfg.secureCookie, OAuth: consoleOAuth(cfg.oauth, s)}))
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

@@ -23,6 +23,10 @@ type Transport struct {
 	// RemoteAddr is what the handler sees as the caller's address
 	// (default "inproc").
 	RemoteAddr string
+	// Context, when set, adds values to each request's context: what an
+	// in-process caller tells the handler that no request from the
+	// network can (the console's credentials, api.InProcessToken).
+	Context func(context.Context) context.Context
 }
 
 // RoundTrip serves req with t.Handler and returns once the handler wrote
@@ -35,6 +39,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancelCtx := context.WithCancel(context.Background())
 	if d, ok := req.Context().Deadline(); ok {
 		ctx, cancelCtx = context.WithDeadline(context.Background(), d)
+	}
+	if t.Context != nil {
+		ctx = t.Context(ctx)
 	}
 	stop := context.AfterFunc(req.Context(), cancelCtx)
 	cancel := func() { stop(); cancelCtx() }
