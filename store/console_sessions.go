@@ -57,7 +57,7 @@ func (s *Store) consoleRow(cs *checkpointd.ConsoleSession) consoleSessionRow {
 func (s *Store) consoleSession(r consoleSessionRow) (*checkpointd.ConsoleSession, error) {
 	cs := &checkpointd.ConsoleSession{IDDigest: r.IDDigest, TokenHash: r.TokenHash, CreatedAt: fromMicros(r.CreatedAt),
 		LastSeenAt: fromMicros(r.LastSeenAt),
-		Principal: checkpointd.Principal{TokenID: r.TokenID, Name: r.Name, Role: checkpointd.TokenRole(r.Role), Scope: []string{}}}
+		Principal:  checkpointd.Principal{TokenID: r.TokenID, Name: r.Name, Role: checkpointd.TokenRole(r.Role), Scope: []string{}}}
 	_ = json.Unmarshal([]byte(r.Scopes), &cs.Principal.Scope)
 	if r.ForgeLogin.Valid {
 		oauth, err := s.keys.Open(r.ForgeGrant.String, consoleGrantAAD(r.IDDigest))
