@@ -30,6 +30,8 @@ type world struct {
 	sess  *checkpointd.Session
 	run   *checkpointd.Run
 	n     int
+	// stop ends the publisher and waits for it (idempotent).
+	stop func()
 }
 
 // start runs a publisher over a real store and a fake Gitea until the
@@ -51,7 +53,8 @@ func start(t *testing.T, b storetest.Backend, tune func(*forgestatus.Publisher))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = w.s.RunExclusive(ctx, "forge-status", p.Publish) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	w.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(w.stop)
 	return w
 }
 
@@ -169,6 +172,9 @@ func TestStatusRestartedPublisherDedups(t *testing.T) {
 		w.push(t, checkpointd.Observation{Head: headA})
 		w.checkpoint(t, headA, true)
 		w.awaitLast(t, headA, "success", "#1 is complete")
+		// The first publisher stops (it recorded what it set once the
+		// forge answered, which may be just after the status shows there).
+		w.stop()
 		calls := w.forge.Calls()
 		p := &forgestatus.Publisher{Store: w.s, Forge: reconcile.Gitea(w.forge.URL, ""), ConsoleURL: "https://cp.example/", Sweep: time.Hour}
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)

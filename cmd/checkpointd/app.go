@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	neturl "net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +21,50 @@ import (
 
 // run is the whole program: main only wires signals and exit codes.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return newApp(getenv, stdout, stderr).Run(ctx, args)
+	return newApp(getenv, stdout, stderr).Run(ctx, hoistGlobalFlags(args))
+}
+
+// globalFlags may come before the command's name, as kubectl's do
+// (`checkpointd --token X drain start`): each command defines them, and
+// they are moved after its name. Each takes a value.
+var globalFlags = map[string]bool{"url": true, "token": true, "data-dir": true, "database-url": true}
+
+// hoistGlobalFlags moves the global flags that come before the first
+// command name to the end of the arguments (before a "--"), where the
+// command they belong to reads them; flags are read wherever they are
+// among the arguments. Anything else before the command is left where it
+// is, for the command line library to refuse or read.
+func hoistGlobalFlags(args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	var hoisted []string
+	i := 1
+	for i < len(args) {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || args[i] == "--" || !globalFlags[name] {
+			break
+		}
+		if hasValue {
+			hoisted = append(hoisted, "--"+name+"="+value)
+			i++
+			continue
+		}
+		if i+1 >= len(args) {
+			break // a flag without its value: let the library say so
+		}
+		hoisted = append(hoisted, "--"+name+"="+args[i+1])
+		i += 2
+	}
+	if len(hoisted) == 0 {
+		return args
+	}
+	rest := args[i:]
+	out := append([]string{args[0]}, rest...)
+	if dash := slices.Index(out, "--"); dash >= 0 {
+		return slices.Concat(out[:dash], hoisted, out[dash:])
+	}
+	return append(out, hoisted...)
 }
 
 // newApp builds the command tree.
@@ -50,6 +94,9 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 		ErrWriter: stderr,
 		// Errors are printed once by main, not by the CLI library as well.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+		// `checkpointd completion bash|zsh|fish` prints the script; the
+		// scripts ask the binary itself which words follow.
+		EnableShellCompletion: true,
 		Commands: []*cli.Command{
 			serveCommand(from, dataFlags, logFlags, getenv),
 			{

@@ -108,3 +108,75 @@ func TestReadCommandsAskForAReaderToken(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalFlagsBeforeTheCommand: --url, --token and --data-dir may come
+// before the command's name, as kubectl's do, and mean the same as after
+// it; a 403 says its code once.
+func TestGlobalFlagsBeforeTheCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := startServe(t, nil, storeArgs(dir, "")...)
+	op := readSecret(t, tokenPath(dir))
+	if _, errOut, err := runCLI(t, nil, "--url", d.URL, "--token", op, "drain", "start", "--reason", "deploy"); err != nil {
+		t.Fatalf("checkpointd --url … --token … drain start: %v\n%s", err, errOut)
+	}
+	if out, _, err := runCLI(t, nil, "--url="+d.URL, "--data-dir", dir, "drain", "status"); err != nil || !strings.Contains(out, "deploy") {
+		t.Errorf("checkpointd --url=… --data-dir … drain status: %v\n%s", err, out)
+	}
+	_, _, err := runCLI(t, nil, "--url", d.URL, "--token", "cpd_not-a-token", "drain", "cancel")
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("a bad token before the command was not the one used: %v", err)
+	}
+	reader := strings.TrimSpace(newTokenIn(t, dir, "reader"))
+	_, _, err = runCLI(t, nil, "--token", reader, "--url", d.URL, "drain", "cancel")
+	if err == nil || !strings.Contains(err.Error(), "403 forbidden: ") || strings.Contains(err.Error(), "forbidden: forbidden") {
+		t.Errorf("a reader's drain cancel: %v, want 403 forbidden said once", err)
+	}
+}
+
+// newTokenIn creates a token of role in dir's database and returns it.
+func newTokenIn(t *testing.T, dir, role string) string {
+	t.Helper()
+	out, errOut, err := runCLI(t, nil, "token", "create", "--data-dir", dir, "--role", role, "--name", role)
+	if err != nil {
+		t.Fatalf("token create: %v\n%s", err, errOut)
+	}
+	_, last := lastLine(t, out)
+	return last
+}
+
+// TestHoistGlobalFlags: what moves, and what stays where it is.
+func TestHoistGlobalFlags(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"checkpointd --token X drain start --reason r", "checkpointd drain start --reason r --token=X"},
+		{"checkpointd --url=U --token X sessions show ID", "checkpointd sessions show ID --url=U --token=X"},
+		{"checkpointd --token X events ID -- --raw", "checkpointd events ID --token=X -- --raw"},
+		{"checkpointd drain start --token X", "checkpointd drain start --token X"},
+		{"checkpointd --help", "checkpointd --help"},
+		{"checkpointd --token", "checkpointd --token"},
+		{"checkpointd --bogus 1 drain status", "checkpointd --bogus 1 drain status"},
+	} {
+		if got := strings.Join(hoistGlobalFlags(strings.Fields(tc.in)), " "); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestCompletion: `completion bash|zsh|fish` prints a script for the
+// shell, and the binary answers what the scripts ask it: the words that
+// may follow.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for shell, want := range map[string]string{"bash": "complete -", "zsh": "#compdef checkpointd", "fish": "complete -c checkpointd"} {
+		out, errOut, err := runCLI(t, nil, "completion", shell)
+		if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "--generate-shell-completion") {
+			t.Errorf("completion %s: %v %s\n%s", shell, err, errOut, out)
+		}
+	}
+	out, _, err := runCLI(t, nil, "sessions", "--generate-shell-completion")
+	for _, word := range []string{"ls:", "show:", "park:", "end:", "drop:"} {
+		if err != nil || !strings.Contains(out, word) {
+			t.Errorf("completing `checkpointd sessions`: %v, lacks %s:\n%s", err, word, out)
+		}
+	}
+}

@@ -106,14 +106,26 @@ func describeProblem(pe *client.Error) string {
 	if pe.Code != "" {
 		b.WriteString(" " + pe.Code)
 	}
-	if pe.Detail != "" {
-		b.WriteString(": " + pe.Detail)
+	if d := withoutCode(pe.Detail, pe.Code); d != "" {
+		b.WriteString(": " + d)
 	} else {
 		for _, p := range pe.Problems {
 			fmt.Fprintf(&b, "; %s: %s", p.Path, p.Message)
 		}
 	}
 	return b.String()
+}
+
+// withoutCode is a problem's detail without the code it begins with
+// ("forbidden: …", "not found: …"), which describeProblem has just said:
+// no "403 forbidden: forbidden: …".
+func withoutCode(detail, code string) string {
+	for _, prefix := range []string{code + ": ", strings.ReplaceAll(code, "_", " ") + ": "} {
+		if code != "" && strings.HasPrefix(strings.ToLower(detail), prefix) {
+			return detail[len(prefix):]
+		}
+	}
+	return detail
 }
 
 func problemHint(pe *client.Error) string {

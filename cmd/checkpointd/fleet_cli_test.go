@@ -106,7 +106,7 @@ func row(out, id string) string {
 func TestSessionsFleetView(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		f := newFleet(t, b)
-		out, err := f.cli(t, "sessions", "ls")
+		out, err := f.cli(t, "sessions", "ls", "--all")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,8 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 				Name:  "ls",
 				Usage: "list sessions, one line each, most recently active first (GET /v1/sessions)",
 				Flags: withJSON(
-					&cli.StringFlag{Name: "state", Usage: "active or ended"},
+					&cli.StringFlag{Name: "state", Usage: "active or ended (default: active, unless --all)"},
+					&cli.BoolFlag{Name: "all", Usage: "ended sessions too (by default ls lists the active ones)"},
 					&cli.StringFlag{Name: "repo", Usage: "owner/name, or owner/* for every repository of an owner"},
 					&cli.StringFlag{Name: "validity", Usage: "valid, stale, lease_lost, invalidated or unverified"},
 					&cli.StringFlag{Name: "stage", Usage: "the latest checkpoint's stage, e.g. blocked"},
@@ -217,6 +218,13 @@ func sessionsLs(ctx context.Context, c *cli.Command, stdout io.Writer) error {
 		Validity: checkpointd.Validity(c.String("validity")), Stage: c.String("stage"),
 		WaitingOn: c.String("waiting-on"), Sort: c.String("sort"),
 		ListOptions: client.ListOptions{Limit: c.Int("limit"), Cursor: c.String("cursor")},
+	}
+	switch {
+	case c.Bool("all") && opts.State != "":
+		return argError(c, "--all lists sessions in every state: not with --state")
+	case !c.Bool("all") && opts.State == "":
+		// As kubectl hides what finished: the fleet is what still runs.
+		opts.State = checkpointd.SessionActive
 	}
 	if v := c.String("live"); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -29,10 +29,18 @@ func TestSessionsCommand(t *testing.T) {
 			return out, err
 		}
 
+		// The fleet is what still runs: ended sessions only with --all.
 		out, err := cli("ls")
-		if err != nil || !strings.Contains(out, "SESSION") || !strings.Contains(out, a.id) || !strings.Contains(out, other.id) ||
-			!strings.Contains(out, "  ended  ") || !strings.Contains(out, "#12 fix-12") {
+		if err != nil || !strings.Contains(out, "SESSION") || !strings.Contains(out, a.id) || strings.Contains(out, other.id) ||
+			!strings.Contains(out, "#12 fix-12") {
 			t.Errorf("sessions ls: %v\n%s", err, out)
+		}
+		out, err = cli("ls", "--all")
+		if err != nil || !strings.Contains(out, a.id) || !strings.Contains(out, other.id) || !strings.Contains(out, "  ended  ") {
+			t.Errorf("sessions ls --all: %v\n%s", err, out)
+		}
+		if _, err := cli("ls", "--all", "--state", "ended"); err == nil || !strings.Contains(err.Error(), "not with --state") {
+			t.Errorf("sessions ls --all --state: %v", err)
 		}
 		out, err = cli("ls", "--state", "active", "--repo", "acme/widgets", "--validity", "unverified")
 		if err != nil || !strings.Contains(out, a.id) || strings.Contains(out, other.id) {
@@ -45,7 +53,7 @@ func TestSessionsCommand(t *testing.T) {
 		if _, err := cli("ls", "--state", "sleeping"); err == nil || !strings.Contains(err.Error(), "422") {
 			t.Errorf("sessions ls with a bad state: %v", err)
 		}
-		out, err = cli("ls", "--json")
+		out, err = cli("ls", "--json", "--all")
 		var page struct{ Items []struct{ ID string } }
 		if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Items) != 2 {
 			t.Errorf("sessions ls --json: %v\n%s", err, out)
