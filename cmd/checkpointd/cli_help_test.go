@@ -180,3 +180,15 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamsRefuseYAMLAndName: events and watch print a stream, which
+// has no yaml or name form; they say so before asking the daemon.
+func TestStreamsRefuseYAMLAndName(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"events", "ses_x", "-o", "yaml"}, {"watch", "-o", "name"}} {
+		_, _, err := runCLI(t, nil, append(args, "--token", "t", "--url", "http://127.0.0.1:1")...)
+		if err == nil || !strings.Contains(err.Error(), "prints a stream") {
+			t.Errorf("%v: %v, want a refusal naming the stream", args, err)
+		}
+	}
+}

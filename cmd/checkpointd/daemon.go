@@ -2,17 +2,21 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/checkpointd/checkpointd/client"
 )
@@ -147,6 +151,106 @@ func problemHint(pe *client.Error) string {
 func isCode(err error, code string) bool {
 	var pe *client.Error
 	return errors.As(err, &pe) && pe.Code == code
+}
+
+// outputFormats are kubectl's -o words: table (for a person, the
+// default), wide (every column), and for scripts json, yaml (the daemon's
+// answer as it sent it) and name (kind/id, one a line).
+var outputFormats = []string{"table", "wide", "json", "yaml", "name"}
+
+// outputFlag is -o, beside --json (which -o json says too).
+var outputFlag = &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "table, wide, json, yaml or name",
+	Validator: func(v string) error {
+		if !slices.Contains(outputFormats, v) {
+			return fmt.Errorf("-o %q: want table, wide, json, yaml or name", v)
+		}
+		return nil
+	}}
+
+// outputOf is the command's output format: -o, or json for --json.
+func outputOf(c *cli.Command) string {
+	if c.Bool("json") {
+		return "json"
+	}
+	return cmp.Or(c.String("output"), "table")
+}
+
+// forScripts says whether the command prints the daemon's answer (json,
+// yaml, name) rather than a person's view.
+func forScripts(c *cli.Command) bool {
+	switch outputOf(c) {
+	case "json", "yaml", "name":
+		return true
+	}
+	return false
+}
+
+// streamOutput refuses the formats a stream of objects has no form for:
+// events and watch print a line for a person, or a JSON object a line.
+func streamOutput(c *cli.Command) error {
+	switch outputOf(c) {
+	case "yaml", "name":
+		return argError(c, "-o "+outputOf(c)+": this command prints a stream; -o json prints one JSON object a line")
+	}
+	return nil
+}
+
+// printAnswer prints an answer of the daemon in the command's format.
+func printAnswer(c *cli.Command, w io.Writer, raw []byte) error {
+	return printAs(outputOf(c), w, raw)
+}
+
+// printAs prints an answer of the daemon as json (indented), yaml, or
+// name: kind/id of the items of a list, else of the answer's objects.
+func printAs(format string, w io.Writer, raw []byte) error {
+	switch format {
+	case "yaml":
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("the daemon answered no JSON: %w", err)
+		}
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	case "name":
+		var answer map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &answer); err != nil {
+			return fmt.Errorf("the daemon answered no JSON object: %w", err)
+		}
+		var objs []json.RawMessage
+		if items, ok := answer["items"]; ok {
+			_ = json.Unmarshal(items, &objs)
+		} else {
+			for _, k := range slices.Sorted(maps.Keys(answer)) {
+				objs = append(objs, answer[k])
+			}
+		}
+		for _, o := range objs {
+			var id struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(o, &id) == nil && id.ID != "" {
+				if _, err := fmt.Fprintln(w, kindOf(id.ID)+"/"+id.ID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return printJSON(w, raw)
+}
+
+// kindOf names what an id is by its prefix, as -o name prints it.
+func kindOf(id string) string {
+	prefix, _, _ := strings.Cut(id, "_")
+	if k, ok := map[string]string{"ses": "session", "run": "run", "tok": "token", "lse": "lease", "drn": "drain",
+		"rec": "reconcile", "rep": "replica"}[prefix]; ok {
+		return k
+	}
+	return prefix
 }
 
 // printJSON prints an answer of the daemon as it sent it, indented.

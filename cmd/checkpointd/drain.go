@@ -28,7 +28,7 @@ func operatorFlags(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 			Usage: "where operator.token is read from when no --token is given"},
 		&cli.DurationFlag{Name: "request-timeout", Value: timeout, Usage: timeoutUsage})
 	if withJSON {
-		common = append(common, &cli.BoolFlag{Name: "json", Usage: "print the daemon's JSON answer"})
+		common = append(common, &cli.BoolFlag{Name: "json", Usage: "print the daemon's JSON answer (-o json)"}, outputFlag)
 	}
 	return func(extra ...cli.Flag) []cli.Flag {
 		return append(append([]cli.Flag{}, common...), extra...)
@@ -55,7 +55,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 						return err
 					}
 					body := map[string]string{"reason": c.String("reason")}
-					if c.Bool("json") {
+					if forScripts(c) {
 						return doJSON(ctx, cl, stdout, "drain start", http.MethodPost, "/v1/drain", nil, body)
 					}
 					d, err := cl.Drain().Start(ctx, c.String("reason"))
@@ -89,7 +89,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 					if c.Bool("wait") {
 						return waitDrained(ctx, cl, stdout, c.Int("limit"), c.Duration("timeout"), c.Duration("interval"))
 					}
-					if c.Bool("json") {
+					if forScripts(c) {
 						return doJSON(ctx, cl, stdout, "drain status", http.MethodGet, "/v1/drain", limitQuery(c.Int("limit")), nil)
 					}
 					st, err := cl.Drain().Status(ctx, client.ListOptions{Limit: c.Int("limit")})
@@ -111,7 +111,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 						return err
 					}
 					override := c.StringSlice("override-replica")
-					if c.Bool("json") {
+					if forScripts(c) {
 						var body any
 						if len(override) > 0 {
 							body = map[string][]string{"override_replicas": override}
@@ -121,9 +121,9 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 						var pe *client.Error
 						switch {
 						case err == nil:
-							return printJSON(stdout, raw)
+							return printAnswer(c, stdout, raw)
 						case errors.As(err, &pe) && pe.Blocked() != nil:
-							if err := printJSON(stdout, pe.Body); err != nil {
+							if err := printAnswer(c, stdout, pe.Body); err != nil {
 								return err
 							}
 							return blockedError(pe.Blocked())
@@ -168,7 +168,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 					if err != nil {
 						return err
 					}
-					if c.Bool("json") {
+					if forScripts(c) {
 						return doJSON(ctx, cl, stdout, "drain cancel", http.MethodPost, "/v1/drain/cancel", nil, nil)
 					}
 					d, err := cl.Drain().Cancel(ctx)

@@ -58,12 +58,12 @@ func errorsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 				return err
 			}
 			if !filtered {
-				if c.Bool("json") {
+				if forScripts(c) {
 					var raw json.RawMessage
 					if err := cl.Do(ctx, http.MethodGet, "/v1/errors", errorQuery(opts), nil, &raw); err != nil {
 						return apiError("errors", err)
 					}
-					return printJSON(stdout, raw)
+					return printAnswer(c, stdout, raw)
 				}
 				page, err := cl.ErrorLog().List(ctx, opts)
 				if err != nil {
@@ -95,12 +95,12 @@ func errorsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 					}
 				}
 			}
-			if c.Bool("json") {
+			if forScripts(c) {
 				b, err := json.Marshal(map[string]any{"items": append([]checkpointd.ErrorRecord{}, items...), "next_cursor": nil})
 				if err != nil {
 					return err
 				}
-				return printJSON(stdout, b)
+				return printAnswer(c, stdout, b)
 			}
 			printErrors(stdout, items)
 			if capped {

@@ -31,6 +31,9 @@ func eventsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep polling for new events until interrupted"},
 			&cli.DurationFlag{Name: "interval", Value: 2 * time.Second, Usage: "time between polls with --follow"}),
 		Action: func(ctx context.Context, c *cli.Command) error {
+			if err := streamOutput(c); err != nil {
+				return err
+			}
 			id, err := sessionArg(c)
 			if err != nil {
 				return err
@@ -43,7 +46,7 @@ func eventsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 				return err
 			}
 			emit := func(e *checkpointd.Event) error {
-				if !c.Bool("json") {
+				if !forScripts(c) {
 					_, err := fmt.Fprintln(stdout, eventLine(e))
 					return err
 				}

@@ -45,7 +45,7 @@ func leasesCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 					if err != nil {
 						return err
 					}
-					if c.Bool("json") {
+					if forScripts(c) {
 						q := url.Values{}
 						for k, v := range map[string]string{"repo": opts.Repo, "session_id": opts.SessionID, "kind": string(opts.Kind),
 							"state": string(opts.State), "cursor": opts.Cursor, "limit": strconv.Itoa(opts.Limit)} {
@@ -57,7 +57,7 @@ func leasesCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 						if err := cl.Do(ctx, http.MethodGet, "/v1/leases", q, nil, &raw); err != nil {
 							return apiError("leases ls", err)
 						}
-						return printJSON(stdout, raw)
+						return printAnswer(c, stdout, raw)
 					}
 					page, err := cl.Leases().List(ctx, opts)
 					if err != nil {

@@ -208,9 +208,9 @@ func reconcileCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.
 			if raw == nil {
 				return errors.New("reconcile: the daemon answered no report")
 			}
-			if c.Bool("json") {
+			if forScripts(c) {
 				// The report as the daemon sent it, in the same envelope.
-				return printJSON(stdout, append(append([]byte(`{"report":`), raw...), '}'))
+				return printAnswer(c, stdout, append(append([]byte(`{"report":`), raw...), '}'))
 			}
 			var r reconcile.Report
 			if err := json.Unmarshal(raw, &r); err != nil {

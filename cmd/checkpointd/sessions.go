@@ -38,7 +38,8 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 					&cli.StringFlag{Name: "waiting-on", Usage: "the latest checkpoint's blocker.waiting_on, e.g. operator"},
 					&cli.StringFlag{Name: "live", Usage: "true: sessions whose run is live; false: unresponsive ones"},
 					&cli.StringFlag{Name: "sort", Usage: "created (newest first) or activity (last heard from first); default activity, or the daemon's (created) with --json"},
-					&cli.BoolFlag{Name: "wide", Usage: "every column (role, instance, completeness, next actor, leases), untruncated"},
+					&cli.BoolFlag{Name: "wide", Usage: "every column (role, instance, completeness, next actor, leases), untruncated (-o wide)"},
+					&cli.BoolFlag{Name: "no-headers", Usage: "no header line (for a script reading the table)"},
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many sessions (1-500)"},
 					&cli.StringFlag{Name: "cursor", Usage: "the cursor a previous page printed (with the same filters and --sort)"}),
 				Action: func(ctx context.Context, c *cli.Command) error {
@@ -138,12 +139,12 @@ func sessionAct(ctx context.Context, c *cli.Command, stdout io.Writer, verb stri
 		}
 		return sessionError("sessions "+verb, id, err)
 	}
-	if c.Bool("json") {
+	if forScripts(c) {
 		var raw json.RawMessage
 		if err := cl.Do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/"+verb, nil, body, &raw); err != nil {
 			return fail(err)
 		}
-		return printJSON(stdout, raw)
+		return printAnswer(c, stdout, raw)
 	}
 	s, err := act(ctx, cl, id)
 	if err != nil {
@@ -235,25 +236,25 @@ func sessionsLs(ctx context.Context, c *cli.Command, stdout io.Writer) error {
 	}
 	// A person scans a fleet by what moved last; a script gets the
 	// daemon's own order unless it asks.
-	if opts.Sort == "" && !c.Bool("json") {
+	if opts.Sort == "" && !forScripts(c) {
 		opts.Sort = "activity"
 	}
 	cl, err := newReaderClient(c)
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
+	if forScripts(c) {
 		var raw json.RawMessage
 		if err := cl.Do(ctx, http.MethodGet, "/v1/sessions", sessionQuery(opts), nil, &raw); err != nil {
 			return apiError("sessions ls", err)
 		}
-		return printJSON(stdout, raw)
+		return printAnswer(c, stdout, raw)
 	}
 	page, err := cl.Sessions().List(ctx, opts)
 	if err != nil {
 		return apiError("sessions ls", err)
 	}
-	printSessions(stdout, page.Items, time.Now(), c.Bool("wide"))
+	printSessions(stdout, page.Items, time.Now(), c.Bool("wide") || outputOf(c) == "wide", c.Bool("no-headers"))
 	if page.NextCursor != "" {
 		fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
 	}

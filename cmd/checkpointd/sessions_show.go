@@ -58,12 +58,12 @@ func sessionsShow(ctx context.Context, c *cli.Command, stdout io.Writer) error {
 		}
 		return sessionError("sessions show", id, err)
 	}
-	if c.Bool("json") {
+	if forScripts(c) {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, b)
+		return printAnswer(c, stdout, b)
 	}
 	return printSessionView(stdout, v)
 }

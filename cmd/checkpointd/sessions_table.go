@@ -54,7 +54,7 @@ var lsColumns = []lsColumn{
 // lsPadding is the space between columns.
 const lsPadding = 2
 
-func printSessions(w io.Writer, items []checkpointd.Session, now time.Time, wide bool) {
+func printSessions(w io.Writer, items []checkpointd.Session, now time.Time, wide, noHeaders bool) {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no sessions")
 		return
@@ -84,7 +84,10 @@ func printSessions(w io.Writer, items []checkpointd.Session, now time.Time, wide
 		fitColumns(cols, rows, lsWidth)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, lsPadding, ' ', 0)
-	for _, row := range rows {
+	for i, row := range rows {
+		if i == 0 && noHeaders {
+			continue // measured with the header, so the columns stay put
+		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()

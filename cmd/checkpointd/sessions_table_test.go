@@ -37,7 +37,7 @@ func TestSessionsTableFits(t *testing.T) {
 			Outcome: checkpointd.OutcomeAbandoned, Validity: checkpointd.ValidityUnverified},
 	}
 	var out bytes.Buffer
-	printSessions(&out, items, now, false)
+	printSessions(&out, items, now, false, false)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	var live []string
 	at := strings.Index(lines[0], "LIVE")
@@ -59,7 +59,7 @@ func TestSessionsTableFits(t *testing.T) {
 		t.Errorf("the long row is not cut, or lost its liveness or age: %s", lines[1])
 	}
 	out.Reset()
-	printSessions(&out, items, now, true)
+	printSessions(&out, items, now, true, false)
 	if !strings.Contains(out.String(), "acme/"+long) || !strings.Contains(out.String(), "unresponsive (3h)") ||
 		!strings.Contains(out.String(), "host-9/pid-1") || strings.Contains(out.String(), "…") {
 		t.Errorf("--wide:\n%s", out.String())

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v4"
+
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -57,6 +59,39 @@ func TestSessionsCommand(t *testing.T) {
 		var page struct{ Items []struct{ ID string } }
 		if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Items) != 2 {
 			t.Errorf("sessions ls --json: %v\n%s", err, out)
+		}
+
+		// kubectl's -o and --no-headers.
+		out, err = cli("ls", "-o", "name", "--all")
+		if err != nil || strings.TrimSpace(out) == "" {
+			t.Errorf("sessions ls -o name: %v\n%s", err, out)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if !strings.HasPrefix(l, "session/ses_") || strings.Contains(l, " ") {
+				t.Errorf("sessions ls -o name: line %q, want session/ID", l)
+			}
+		}
+		if strings.Count(out, "\n") != 2 || !strings.Contains(out, "session/"+a.id+"\n") {
+			t.Errorf("sessions ls -o name --all: want both sessions:\n%s", out)
+		}
+		out, err = cli("ls", "-o", "yaml", "--all")
+		var ypage struct{ Items []struct{ ID string } }
+		if err != nil || yaml.Unmarshal([]byte(out), &ypage) != nil || len(ypage.Items) != 2 || !strings.Contains(out, "items:") {
+			t.Errorf("sessions ls -o yaml: %v\n%s", err, out)
+		}
+		out, err = cli("ls", "-o", "wide")
+		if err != nil || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "INSTANCE") {
+			t.Errorf("sessions ls -o wide: %v\n%s", err, out)
+		}
+		out, err = cli("ls", "--no-headers")
+		if err != nil || strings.Contains(out, "SESSION") || !strings.HasPrefix(out, a.id) {
+			t.Errorf("sessions ls --no-headers: %v\n%s", err, out)
+		}
+		if _, err := cli("ls", "-o", "xml"); err == nil || !strings.Contains(err.Error(), "want table, wide, json, yaml or name") {
+			t.Errorf("sessions ls -o xml: %v", err)
+		}
+		if out, err = cli("show", a.id, "-o", "name"); err != nil || !strings.Contains(out, "session/"+a.id) {
+			t.Errorf("sessions show -o name: %v\n%s", err, out)
 		}
 
 		out, err = cli("show", a.id)

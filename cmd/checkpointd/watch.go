@@ -29,6 +29,9 @@ func watchCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 			&cli.StringFlag{Name: "repo", Usage: "only this repo's changes: owner/name or owner/*"},
 			&cli.IntFlag{Name: "count", Usage: "exit after this many changes (0: until interrupted)"}),
 		Action: func(ctx context.Context, c *cli.Command) error {
+			if err := streamOutput(c); err != nil {
+				return err
+			}
 			token, err := clientToken(c, needReader)
 			if err != nil {
 				return err
@@ -37,7 +40,7 @@ func watchCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 			if err != nil {
 				return err
 			}
-			p := &watchPrinter{w: stdout, json: c.Bool("json"), left: c.Int("count")}
+			p := &watchPrinter{w: stdout, json: forScripts(c), left: c.Int("count")}
 			for ev, err := range cl.Watch(ctx, client.WatchOptions{Session: c.String("session"), Repo: c.String("repo")}) {
 				if err != nil {
 					return apiError("watch", err) // a refusal: retrying would be refused the same way
