@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,9 @@ func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
 		return cursor{ID: s.ID}
 	}))
 }
+
+// idPrefixPattern is what the start of a session id may be.
+var idPrefixPattern = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
 func (a *api) sessionFilter(r *http.Request, c cursor) (store.SessionFilter, error) {
 	q := r.URL.Query()
@@ -86,6 +90,12 @@ func (a *api) sessionFilter(r *http.Request, c cursor) (store.SessionFilter, err
 			return f, checkpointd.Invalid(n.name, "needs repo as owner/name")
 		}
 		*n.into = num
+	}
+	if p := q.Get("id_prefix"); p != "" {
+		if !idPrefixPattern.MatchString(p) {
+			return f, checkpointd.Invalid("id_prefix", "must be the start of a session id: 1-64 of a-z, 0-9 and _")
+		}
+		f.IDPrefix = p
 	}
 	if f.Branch != "" && !checkpointd.ValidBranch(f.Branch) {
 		return f, checkpointd.Invalid("branch", fmt.Sprintf("must be 1-%d bytes without control characters", checkpointd.MaxBranchLength))

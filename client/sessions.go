@@ -115,6 +115,9 @@ type SessionListOptions struct {
 	Sort      string
 	// Branch keeps the sessions bound to this branch (exact).
 	Branch string
+	// IDPrefix keeps the sessions whose id begins with it (a short id
+	// a person typed).
+	IDPrefix string
 	// Issue and PR keep the sessions on that issue or pull request; they
 	// need an exact Repo (owner/name).
 	Issue, PR int64
@@ -135,6 +138,7 @@ func (o SessionListOptions) query() url.Values {
 	set("waiting_on", o.WaitingOn)
 	set("sort", o.Sort)
 	set("branch", o.Branch)
+	set("id_prefix", o.IDPrefix)
 	if o.Live != nil {
 		q.Set("live", strconv.FormatBool(*o.Live))
 	}

@@ -34,6 +34,10 @@ type SessionFilter struct {
 	WaitingOn string
 	// Branch is the branch the session is bound to (exact).
 	Branch string
+	// IDPrefix keeps the sessions whose id begins with it (the caller
+	// checked it is of id characters: a-z, 0-9, _), as a person types a
+	// short id.
+	IDPrefix string
 	// Issue and PR, when not 0, are the issue or pull request the session
 	// works on; the caller requires an exact Repo with them.
 	Issue, PR int64
@@ -83,6 +87,9 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 	}
 	if f.Branch != "" {
 		add("s.branch = ?", f.Branch)
+	}
+	if f.IDPrefix != "" {
+		add(`s.id LIKE ? ESCAPE '\'`, strings.ReplaceAll(f.IDPrefix, "_", `\_`)+"%")
 	}
 	if f.Issue != 0 {
 		add("s.issue = ?", f.Issue)

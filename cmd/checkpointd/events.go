@@ -45,6 +45,9 @@ func eventsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 			if err != nil {
 				return err
 			}
+			if id, err = resolveSession(ctx, c, cl, id); err != nil {
+				return err
+			}
 			emit := func(e *checkpointd.Event) error {
 				if !forScripts(c) {
 					_, err := fmt.Fprintln(stdout, eventLine(e))

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -106,6 +108,9 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 					if err != nil {
 						return err
 					}
+					if id, err = resolveSession(ctx, c, cl, id); err != nil {
+						return err
+					}
 					if err := cl.Sessions().Clear(ctx, id, c.String("reason")); err != nil {
 						if gone := goneError(id, err); gone != nil {
 							return gone
@@ -131,6 +136,9 @@ func sessionAct(ctx context.Context, c *cli.Command, stdout io.Writer, verb stri
 	}
 	cl, err := newOperatorClient(c)
 	if err != nil {
+		return err
+	}
+	if id, err = resolveSession(ctx, c, cl, id); err != nil {
 		return err
 	}
 	fail := func(err error) error {
@@ -183,6 +191,47 @@ func sessionArg(c *cli.Command) (string, error) {
 	}
 	return c.Args().First(), nil
 }
+
+// resolveSession is the whole id of the session a person named, as
+// kubectl takes a unique prefix: a whole session id is taken as it is;
+// the start of one (with or without "ses_") names the one session, in any
+// state, whose id begins with it, or is refused: none begins with it, or
+// several do (named, so the next try can be longer).
+func resolveSession(ctx context.Context, c *cli.Command, cl *client.Client, arg string) (string, error) {
+	const whole = len(checkpointd.PrefixSession) + 32
+	if len(arg) == whole && strings.HasPrefix(arg, checkpointd.PrefixSession) {
+		return arg, nil
+	}
+	prefix := arg
+	if !strings.HasPrefix(prefix, checkpointd.PrefixSession) {
+		prefix = checkpointd.PrefixSession + prefix
+	}
+	if !sessionPrefixRE.MatchString(prefix) {
+		return "", argError(c, fmt.Sprintf("%q is not a session id nor the start of one (ses_ and lowercase hex)", arg))
+	}
+	page, err := cl.Sessions().List(ctx, client.SessionListOptions{IDPrefix: prefix, ListOptions: client.ListOptions{Limit: 3}})
+	if err != nil {
+		return "", apiError(c.FullName(), err)
+	}
+	switch len(page.Items) {
+	case 0:
+		return "", fmt.Errorf("%s: no session in the token's scope has an id that begins with %s; list them with: checkpointd sessions ls --all",
+			c.FullName(), prefix)
+	case 1:
+		return page.Items[0].ID, nil
+	}
+	ids := make([]string, len(page.Items))
+	for i, s := range page.Items {
+		ids[i] = s.ID
+	}
+	more := ""
+	if page.NextCursor != "" {
+		more = ", …"
+	}
+	return "", fmt.Errorf("%s: %s is the start of several session ids (%s%s): give more of it", c.FullName(), prefix, strings.Join(ids, ", "), more)
+}
+
+var sessionPrefixRE = regexp.MustCompile(`^ses_[0-9a-f]{0,32}$`)
 
 // goneError explains a 410: the session was cleared or pruned. An
 // operator's answer carries the whole tombstone (by, reason, removed),

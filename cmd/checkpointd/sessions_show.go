@@ -51,6 +51,9 @@ func sessionsShow(ctx context.Context, c *cli.Command, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if id, err = resolveSession(ctx, c, cl, id); err != nil {
+		return err
+	}
 	v, err := readSession(ctx, cl, id, c.Int("events"))
 	if err != nil {
 		if gone := goneError(id, err); gone != nil {

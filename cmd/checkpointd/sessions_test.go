@@ -94,6 +94,26 @@ func TestSessionsCommand(t *testing.T) {
 			t.Errorf("sessions show -o name: %v\n%s", err, out)
 		}
 
+		// A unique start of an id names the session, as kubectl takes one.
+		common := commonPrefix(a.id, other.id)
+		short := a.id[:len(common)+1]
+		if out, err = cli("show", short); err != nil || !strings.Contains(out, a.id) {
+			t.Errorf("sessions show %s: %v\n%s", short, err, out)
+		}
+		if out, err = cli("show", strings.TrimPrefix(short, "ses_")); err != nil || !strings.Contains(out, a.id) {
+			t.Errorf("sessions show without ses_: %v\n%s", err, out)
+		}
+		if _, err := cli("show", common); err == nil || !strings.Contains(err.Error(), "start of several session ids") ||
+			!strings.Contains(err.Error(), a.id) || !strings.Contains(err.Error(), other.id) {
+			t.Errorf("sessions show %s (ambiguous): %v", common, err)
+		}
+		if _, err := cli("show", "ses_ffff"); err == nil || !strings.Contains(err.Error(), "no session in the token's scope") {
+			t.Errorf("sessions show ses_ffff: %v", err)
+		}
+		if _, err := cli("show", "SES-1"); err == nil || !strings.Contains(err.Error(), "not a session id nor the start of one") {
+			t.Errorf("sessions show SES-1: %v", err)
+		}
+
 		out, err = cli("show", a.id)
 		if err != nil || !strings.Contains(out, a.id) || !strings.Contains(out, "1 (complete)") ||
 			!strings.Contains(out, "unverified") || !strings.Contains(out, a.runID) {
@@ -168,4 +188,13 @@ func TestServeRetention(t *testing.T) {
 		!strings.Contains(err.Error(), "--retain-tombstones") {
 		t.Errorf("serve with a negative tombstone retention: %v", err)
 	}
+}
+
+// commonPrefix is the longest start a and b share.
+func commonPrefix(a, b string) string {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return a[:n]
 }
