@@ -263,3 +263,43 @@ func TestFleetNextPage(t *testing.T) {
 		t.Errorf("the second page: %d %q", next.status, next.body[:min(len(next.body), 400)])
 	}
 }
+
+// TestConsoleDetails: a favicon, "1 session", the latest checkpoint's raw
+// JSON with & as itself (not \u0026), and a Park button on each blocking
+// row of the drain page for an operator (none for a reader).
+func TestConsoleDetails(t *testing.T) {
+	c := newConsole(t)
+	op, reader := c.client(t), c.client(t)
+	c.login(t, op, c.operator)
+	c.login(t, reader, c.reader)
+	if a := c.send(t, op, "GET", "/ui/static/favicon.svg", nil); a.status != 200 || a.header.Get("Content-Type") != "image/svg+xml" {
+		t.Errorf("favicon: %d %s", a.status, a.header.Get("Content-Type"))
+	}
+	if a := c.send(t, op, "GET", "/ui/", nil); !strings.Contains(a.body, `rel="icon" href="/ui/static/favicon.svg"`) {
+		t.Error("the pages name no favicon")
+	}
+	s := c.startSession(t, "fix-amp", "host-1/pid-1")
+	doc := map[string]any{"schema_version": 1, "run_id": s.run, "fencing_token": s.token, "role": "author", "stage": "implementing",
+		"identity":    map[string]any{"runtime": "claude-code"},
+		"target":      map[string]any{"repo": "acme/widgets"},
+		"workspace":   map[string]any{"worktree": "/w/fix-amp", "branch": "fix-amp", "head": head(1), "base": "main"},
+		"next_action": map[string]any{"actor": "author", "action": "run the tests"},
+		"recovery":    map[string]any{"instructions": "git fetch && make test"}}
+	c.api(t, "POST", "/v1/sessions/"+s.id+"/checkpoints", c.agent, doc)
+	if a := c.send(t, op, "GET", "/ui/", nil); !strings.Contains(a.body, "1 session<") && !strings.Contains(a.body, "1 session ") {
+		t.Errorf("the fleet's caption does not say 1 session:\n%s", a.body)
+	}
+	page := c.send(t, op, "GET", "/ui/sessions/"+s.id, nil)
+	if strings.Contains(page.body, `\u0026`) || !strings.Contains(page.body, "git fetch &amp;&amp; make test") {
+		t.Errorf("the raw checkpoint does not show && as itself:\n%s", page.body)
+	}
+
+	c.api(t, "POST", "/v1/drain", c.operator, map[string]any{"reason": "deploy"})
+	confirm := `action="/ui/sessions/` + s.id + `/confirm"><input type="hidden" name="action" value="park"><button type="submit">Park</button>`
+	if a := c.send(t, op, "GET", "/ui/drain", nil); !strings.Contains(a.body, confirm) {
+		t.Errorf("the drain page offers an operator no Park on the blocking row:\n%s", a.body)
+	}
+	if a := c.send(t, reader, "GET", "/ui/drain", nil); strings.Contains(a.body, ">Park</button>") || !strings.Contains(a.body, s.id) {
+		t.Errorf("the drain page for a reader: a Park button, or not the blocking session:\n%s", a.body)
+	}
+}

@@ -126,8 +126,7 @@ func (c *console) session(r *http.Request, s *consoleSession) (string, view, err
 		if d.Latest, err = api.Checkpoints().Latest(ctx, id); err != nil {
 			return "", view{}, err
 		}
-		b, _ := json.MarshalIndent(d.Latest.Document, "", "  ")
-		d.LatestJSON = string(b)
+		d.LatestJSON = indentJSON(d.Latest.Document)
 	}
 	hist, err := api.Checkpoints().List(ctx, id, client.ListOptions{Limit: 50})
 	if err != nil {
@@ -251,8 +250,7 @@ func (c *console) reconcile(r *http.Request, s *consoleSession) (string, view, e
 	if len(last) > 0 && string(last) != "null" {
 		var pretty any
 		_ = json.Unmarshal(last, &pretty)
-		b, _ := json.MarshalIndent(pretty, "", "  ")
-		report = string(b)
+		report = indentJSON(pretty)
 	}
 	return "reconcile", view{Title: "Reconcile", Nav: "reconcile", Data: struct{ Report string }{report}}, nil
 }

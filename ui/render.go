@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"encoding/json"
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -150,6 +152,24 @@ var funcs = template.FuncMap{
 	"deref":   func(b *bool) bool { return b != nil && *b },
 	"isnil":   func(b *bool) bool { return b == nil },
 	"reasons": reasonWords,
+	// plural is "1 session", "2 sessions".
+	"plural": func(n int, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return strconv.Itoa(n) + " " + many
+	},
+}
+
+// indentJSON is v as JSON for a person to read: indented, and with &, <
+// and > as themselves (the page escapes what it shows), not \u0026.
+func indentJSON(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // ago is how long ago t was, as the CLI shows ages (present.Age); a time
