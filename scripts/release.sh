@@ -34,6 +34,10 @@ fi
 # same bytes.
 epoch="$(git log -1 --format=%ct HEAD)"
 
+# dist is emptied first: refuse a DIST that is not a folder of its own.
+case "$(realpath -m -- "$dist")" in
+  /|"$HOME"|"$PWD") echo "release: DIST=$dist would empty $dist: name a folder for the release alone" >&2; exit 2 ;;
+esac
 rm -rf "$dist"
 mkdir -p "$dist"
 for arch in $arches; do
