@@ -211,12 +211,12 @@ func resolveSession(ctx context.Context, c *cli.Command, cl *client.Client, arg 
 	}
 	page, err := cl.Sessions().List(ctx, client.SessionListOptions{IDPrefix: prefix, ListOptions: client.ListOptions{Limit: 3}})
 	if err != nil {
-		return "", apiError(c.FullName(), err)
+		return "", apiError(strings.TrimSuffix(commandPrefix(c), ": "), err)
 	}
 	switch len(page.Items) {
 	case 0:
-		return "", fmt.Errorf("%s: no session in the token's scope has an id that begins with %s; list them with: checkpointd sessions ls --all",
-			c.FullName(), prefix)
+		return "", fmt.Errorf("%sno session in the token's scope has an id that begins with %s; list them with: checkpointd sessions ls --all",
+			commandPrefix(c), prefix)
 	case 1:
 		return page.Items[0].ID, nil
 	}
@@ -228,7 +228,7 @@ func resolveSession(ctx context.Context, c *cli.Command, cl *client.Client, arg 
 	if page.NextCursor != "" {
 		more = ", …"
 	}
-	return "", fmt.Errorf("%s: %s is the start of several session ids (%s%s): give more of it", c.FullName(), prefix, strings.Join(ids, ", "), more)
+	return "", fmt.Errorf("%s%s is the start of several session ids (%s%s): give more of it", commandPrefix(c), prefix, strings.Join(ids, ", "), more)
 }
 
 var sessionPrefixRE = regexp.MustCompile(`^ses_[0-9a-f]{0,32}$`)

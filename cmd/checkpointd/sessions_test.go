@@ -103,7 +103,7 @@ func TestSessionsCommand(t *testing.T) {
 		if out, err = cli("show", strings.TrimPrefix(short, "ses_")); err != nil || !strings.Contains(out, a.id) {
 			t.Errorf("sessions show without ses_: %v\n%s", err, out)
 		}
-		if _, err := cli("show", common); err == nil || !strings.Contains(err.Error(), "start of several session ids") ||
+		if _, err := cli("show", common); err == nil || !strings.HasPrefix(err.Error(), "sessions show: ") || !strings.Contains(err.Error(), "start of several session ids") ||
 			!strings.Contains(err.Error(), a.id) || !strings.Contains(err.Error(), other.id) {
 			t.Errorf("sessions show %s (ambiguous): %v", common, err)
 		}
