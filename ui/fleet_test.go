@@ -251,4 +251,10 @@ func TestOtherPagesAndPhone(t *testing.T) {
 		t.Error("at a phone's width the fleet page scrolls sideways")
 	}
 	screenshot(t, ctx, "fleet-phone")
+	do(t, ctx, chromedp.Navigate(c.URL+"/ui/sessions/"+s.id), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if get(t, ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`)) {
+		wider := get(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("main *")].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).slice(0, 8).map(e => e.tagName + "." + e.className + " in " + e.parentElement.tagName + ": " + e.textContent.slice(0, 30))`))
+		t.Errorf("at a phone's width the session page scrolls sideways: %v", wider)
+	}
+	screenshot(t, ctx, "session-phone")
 }
