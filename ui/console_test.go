@@ -295,6 +295,9 @@ func TestConsoleDetails(t *testing.T) {
 	}
 
 	c.api(t, "POST", "/v1/drain", c.operator, map[string]any{"reason": "deploy"})
+	if a := c.send(t, reader, "GET", "/ui/", nil); !strings.Contains(a.body, "A drain is running") || !strings.Contains(a.body, "1 session blocks it") {
+		t.Errorf("the fleet shows no draining banner:\n%s", a.body)
+	}
 	confirm := `action="/ui/sessions/` + s.id + `/confirm"><input type="hidden" name="action" value="park"><button type="submit">Park</button>`
 	if a := c.send(t, op, "GET", "/ui/drain", nil); !strings.Contains(a.body, confirm) {
 		t.Errorf("the drain page offers an operator no Park on the blocking row:\n%s", a.body)
