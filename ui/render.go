@@ -152,7 +152,7 @@ var funcs = template.FuncMap{
 	"deref":   func(b *bool) bool { return b != nil && *b },
 	"isnil":   func(b *bool) bool { return b == nil },
 	"reasons": reasonWords,
-	"int": func(n int64) int { return int(n) },
+	"int":     func(n int64) int { return int(n) },
 	// plural is "1 session", "2 sessions".
 	"plural": func(n int, one, many string) string {
 		if n == 1 {
