@@ -145,7 +145,13 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339)
 	},
-	"ago":     ago,
+	"ago": ago,
+	"agoText": func(t time.Time) string {
+		if a := ago(t); a != "now" {
+			return a + " ago"
+		}
+		return "just now"
+	},
 	"join":    strings.Join,
 	"target":  target,
 	"query":   func(k, v string) string { return url.Values{k: {v}}.Encode() },

@@ -1,12 +1,22 @@
 // The console works without this file: every page is complete on reload.
-// With it, times read in the viewer's zone (UTC on hover) and pages that
-// show the fleet update themselves from the change feed.
+// With it, times read as how long ago, with the time in the viewer's zone
+// on hover, and pages that show the fleet update themselves from the
+// change feed.
 (function () {
   "use strict";
+  function ago(ms) {
+    var s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) { return s + "s ago"; }
+    if (s < 3600) { return Math.floor(s / 60) + "m ago"; }
+    if (s < 86400) { return Math.floor(s / 3600) + "h ago"; }
+    return Math.floor(s / 86400) + "d ago";
+  }
   function localTimes(root) {
     root.querySelectorAll("time[datetime]").forEach(function (el) {
       var d = new Date(el.getAttribute("datetime"));
-      if (!isNaN(d)) { el.textContent = d.toLocaleString(); }
+      if (isNaN(d)) { return; }
+      el.textContent = ago(Date.now() - d.getTime());
+      el.title = d.toLocaleString(undefined, { timeZoneName: "short" });
     });
   }
   localTimes(document);
