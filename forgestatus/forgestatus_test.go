@@ -172,8 +172,23 @@ func TestStatusRestartedPublisherDedups(t *testing.T) {
 		w.push(t, checkpointd.Observation{Head: headA})
 		w.checkpoint(t, headA, true)
 		w.awaitLast(t, headA, "success", "#1 is complete")
-		// The first publisher stops (it recorded what it set once the
-		// forge answered, which may be just after the status shows there).
+		// The first publisher records what it set once the forge
+		// answered, which may be just after the status shows there: wait
+		// for the record, then stop it, as a restart would.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st, ok, err := w.s.PostedStatus(t.Context(), repo, headA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok && st.State == "success" && strings.Contains(st.Description, "#1 is complete") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the first publisher did not record the status it set: %+v %v", st, ok)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		w.stop()
 		calls := w.forge.Calls()
 		p := &forgestatus.Publisher{Store: w.s, Forge: reconcile.Gitea(w.forge.URL, ""), ConsoleURL: "https://cp.example/", Sweep: time.Hour}

@@ -158,14 +158,17 @@ func isCode(err error, code string) bool {
 // answer as it sent it) and name (kind/id, one a line).
 var outputFormats = []string{"table", "wide", "json", "yaml", "name"}
 
-// outputFlag is -o, beside --json (which -o json says too).
-var outputFlag = &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "table, wide, json, yaml or name",
-	Validator: func(v string) error {
-		if !slices.Contains(outputFormats, v) {
-			return fmt.Errorf("-o %q: want table, wide, json, yaml or name", v)
-		}
-		return nil
-	}}
+// outputFlag is -o, beside --json (which -o json says too). Each command
+// gets its own: the library keeps a flag's parsed state in it.
+func outputFlag() cli.Flag {
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "table, wide, json, yaml or name",
+		Validator: func(v string) error {
+			if !slices.Contains(outputFormats, v) {
+				return fmt.Errorf("-o %q: want table, wide, json, yaml or name", v)
+			}
+			return nil
+		}}
+}
 
 // outputOf is the command's output format: -o, or json for --json.
 func outputOf(c *cli.Command) string {

@@ -28,7 +28,7 @@ func operatorFlags(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 			Usage: "where operator.token is read from when no --token is given"},
 		&cli.DurationFlag{Name: "request-timeout", Value: timeout, Usage: timeoutUsage})
 	if withJSON {
-		common = append(common, &cli.BoolFlag{Name: "json", Usage: "print the daemon's JSON answer (-o json)"}, outputFlag)
+		common = append(common, &cli.BoolFlag{Name: "json", Usage: "print the daemon's JSON answer (-o json)"}, outputFlag())
 	}
 	return func(extra ...cli.Flag) []cli.Flag {
 		return append(append([]cli.Flag{}, common...), extra...)
