@@ -30,7 +30,7 @@ func TestTokenAPI(t *testing.T) {
 		if r.get("token", "last_used_at") != nil || r.str("token", "role") != "agent" {
 			t.Errorf("the new token: %s", r.raw)
 		}
-		lastUsed := func() any {
+		listed := func() any {
 			t.Helper()
 			l := h.do("GET", "/v1/tokens?limit=500", h.operator, nil).expect(t, 200, "")
 			if strings.Contains(string(l.raw), secret) || strings.Contains(string(l.raw), checkpointd.HashToken(secret)) {
@@ -44,21 +44,38 @@ func TestTokenAPI(t *testing.T) {
 			t.Fatalf("the list lacks %s: %s", id, l.raw)
 			return nil
 		}
-		if lastUsed() != nil {
-			t.Error("last_used_at set before any use")
+		// last_used_at is written in the background: wait for want, or
+		// for a short while when nothing should change.
+		lastUsed := func(want any) any {
+			t.Helper()
+			deadline := time.Now().Add(5 * time.Second)
+			if want == nil {
+				deadline = time.Now().Add(200 * time.Millisecond)
+			}
+			for {
+				got := listed()
+				if got == want || time.Now().After(deadline) {
+					return got
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if got := lastUsed(nil); got != nil {
+			t.Errorf("last_used_at set before any use: %v", got)
 		}
 		h.do("POST", "/v1/sessions", secret, sessionBody).expect(t, 201, "")
-		if got := lastUsed(); got != "2026-12-06T09:00:00Z" {
+		if got := lastUsed("2026-12-06T09:00:00Z"); got != "2026-12-06T09:00:00Z" {
 			t.Errorf("last_used_at after a use: %v", got)
 		}
 		clock.Advance(30 * time.Second)
 		h.do("GET", "/v1/sessions", secret, nil).expect(t, 200, "")
-		if got := lastUsed(); got != "2026-12-06T09:00:00Z" {
+		time.Sleep(200 * time.Millisecond) // a write, were one started, would land
+		if got := listed(); got != "2026-12-06T09:00:00Z" {
 			t.Errorf("last_used_at moved within the minute: %v", got)
 		}
 		clock.Advance(31 * time.Second)
 		h.do("GET", "/v1/sessions", secret, nil).expect(t, 200, "")
-		if got := lastUsed(); got != "2026-12-06T09:01:01Z" {
+		if got := lastUsed("2026-12-06T09:01:01Z"); got != "2026-12-06T09:01:01Z" {
 			t.Errorf("last_used_at a minute later: %v", got)
 		}
 		// Scoped as minted: another owner's repo is refused.

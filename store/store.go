@@ -238,6 +238,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeReadiness()
 	s.closeTokenListener()
+	s.closeTokenUse()
 	s.stopReleases()
 	s.batcher.close()
 	s.stopFeedNotifier()

@@ -184,40 +184,54 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 // and every request would be a write.
 const tokenUseInterval = time.Minute
 
-// tokenUse remembers when this store last wrote each token's last_used_at.
+// tokenUse remembers when this store last wrote each token's last_used_at,
+// and waits for the writes under way when the store closes.
 type tokenUse struct {
 	mu      sync.Mutex
 	written map[string]time.Time
+	closed  bool
+	writing sync.WaitGroup
 }
 
-// noteTokenUse writes the token's last_used_at when this store has not
-// written it for tokenUseInterval, and only when no replica has (the
-// UPDATE's condition). It is bookkeeping: a failure is logged, not the
-// request's, and is tried again at the token's next use.
+// noteTokenUse writes the token's last_used_at, in the background, when
+// this store has not written it for tokenUseInterval, and only when no
+// replica has (the UPDATE's condition). It is bookkeeping: the request
+// never waits for it (on SQLite it would wait for the one writer), a
+// failure is logged, and the next use tries again.
 func (s *Store) noteTokenUse(ctx context.Context, id string) {
 	now := s.now()
 	u := &s.tokenUse
 	u.mu.Lock()
-	last, ok := u.written[id]
-	due := !ok || now.Sub(last) >= tokenUseInterval
-	if due {
-		if u.written == nil || len(u.written) >= tokenCacheMax {
-			u.written = make(map[string]time.Time)
-		}
-		u.written[id] = now
-	}
-	u.mu.Unlock()
-	if !due {
+	defer u.mu.Unlock()
+	if last, ok := u.written[id]; u.closed || ok && now.Sub(last) < tokenUseInterval {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	_, err := s.wdb.ExecContext(ctx, s.wdb.Rebind(`UPDATE api_tokens SET last_used_at = ?
-		WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`), micros(now), id, micros(now.Add(-tokenUseInterval)))
-	if err != nil {
-		u.mu.Lock()
-		delete(u.written, id)
-		u.mu.Unlock()
-		s.log.Debug("store: cannot note a token's use", "token", id, "err", err)
+	if u.written == nil || len(u.written) >= tokenCacheMax {
+		u.written = make(map[string]time.Time)
 	}
+	u.written[id] = now
+	u.writing.Add(1)
+	go func() {
+		defer u.writing.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, err := s.wdb.ExecContext(ctx, s.wdb.Rebind(`UPDATE api_tokens SET last_used_at = ?
+			WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`), micros(now), id, micros(now.Add(-tokenUseInterval)))
+		if err != nil {
+			u.mu.Lock()
+			delete(u.written, id)
+			u.mu.Unlock()
+			s.log.Debug("store: cannot note a token's use", "token", id, "err", err)
+		}
+	}()
+}
+
+// closeTokenUse waits for the last_used_at writes under way; none starts
+// after it.
+func (s *Store) closeTokenUse() {
+	u := &s.tokenUse
+	u.mu.Lock()
+	u.closed = true
+	u.mu.Unlock()
+	u.writing.Wait()
 }

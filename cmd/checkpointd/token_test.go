@@ -77,15 +77,21 @@ func TestTokenLifecycleWhileServing(t *testing.T) {
 		call(t, "POST", d.URL+"/v1/sessions", secret, outside).expect(t, http.StatusForbidden)
 		call(t, "POST", d.URL+"/v1/sessions", operator, outside).expect(t, http.StatusCreated)
 
-		// Flags after the subcommand name reach the store too.
-		out, errOut, err = runCLI(t, nil, append([]string{"token", "list"}, db...)...)
-		if err != nil {
-			t.Fatalf("token list: %v\n%s", err, errOut)
+		// Flags after the subcommand name reach the store too. The daemon
+		// writes LAST USED in the background, soon after the use.
+		var row []string
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			out, errOut, err = runCLI(t, nil, append([]string{"token", "list"}, db...)...)
+			if err != nil {
+				t.Fatalf("token list: %v\n%s", err, errOut)
+			}
+			if row = listRow(t, out, id); len(row) != 8 || row[6] != "-" || time.Now().After(deadline) {
+				break
+			}
 		}
 		if strings.Contains(out, secret) || strings.Contains(out, operator) {
 			t.Errorf("token list shows a secret:\n%s", out)
 		}
-		row := listRow(t, out, id)
 		if len(row) != 8 || row[1] != "x" || row[2] != "agent" || row[3] != "acme/*" || row[5] != "-" || row[6] == "-" || row[7] != "-" {
 			t.Errorf("list row %q, want x agent acme/* CREATED - LAST-USED -", row)
 		}
