@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/api"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -165,5 +167,20 @@ func TestTokenListPages(t *testing.T) {
 	}
 	if len(seen) != 7 {
 		t.Errorf("the pages held %d tokens, want 7", len(seen))
+	}
+}
+
+// TestTokenHashIsNoCredential: the hash the store keeps of a token (which
+// console sessions keep too) authenticates nothing as a bearer token; only
+// an in-process caller's context (api.InProcessToken) carries one.
+func TestTokenHashIsNoCredential(t *testing.T) {
+	h := newHarness(t, storetest.SQLite)
+	h.do("GET", "/v1/sessions", h.operator, nil).expect(t, 200, "")
+	h.do("GET", "/v1/sessions", checkpointd.HashToken(h.operator), nil).expect(t, 401, "unauthorized")
+	req := httptest.NewRequest("GET", "/v1/sessions", nil)
+	rec := httptest.NewRecorder()
+	h.handler.ServeHTTP(rec, req.WithContext(api.InProcessToken(req.Context(), checkpointd.HashToken(h.operator))))
+	if rec.Code != 200 {
+		t.Errorf("an in-process request with the token's hash: %d %s", rec.Code, rec.Body)
 	}
 }

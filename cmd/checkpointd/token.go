@@ -79,7 +79,7 @@ func tokenCommand(dataFlags []cli.Flag, stdout, stderr io.Writer) *cli.Command {
 					// The fixed words keep working (an agent token without
 					// --scope may act on every repo), but say so: the API
 					// refuses such a token unless "*" is said.
-					if spec.Check(true) != nil {
+					if spec.Role == checkpointd.RoleAgent && len(spec.Scope) == 0 {
 						fmt.Fprintln(stderr, `checkpointd: warning: this agent token may act on every repo; say --scope owner/name (or --scope '*') to make that explicit`)
 					}
 					s, err := openMigratedStore(ctx, c)
