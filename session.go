@@ -75,7 +75,12 @@ type Session struct {
 	CreatedAt    time.Time    `json:"created_at"`
 	UpdatedAt    time.Time    `json:"updated_at"`
 	EndedAt      *time.Time   `json:"ended_at,omitempty"`
-	CurrentRun   *Run         `json:"current_run,omitempty"`
+	// EndReason is why the session ended, as said when it was ended;
+	// EndedBy names the operator who ended it on its agent's behalf (""
+	// when its own run did).
+	EndReason  string `json:"end_reason,omitempty"`
+	EndedBy    string `json:"ended_by,omitempty"`
+	CurrentRun *Run   `json:"current_run,omitempty"`
 	// Parked is true while an operator's park left the active session with
 	// no current run: it waits for the next run.
 	Parked         bool               `json:"parked,omitempty"`

@@ -203,6 +203,15 @@ func checkSeed(t *testing.T, url string) {
 			t.Errorf("events' checkpoint refs after migrating (-want +got):\n%s", diff)
 		}
 	}
+	// 00030: a session ended before keeps why and by whom, from its latest
+	// session.ended event.
+	if ended, err := s.GetSession(ctx, "ses_seed6e"); err == nil {
+		if ended.EndReason != "host died" || ended.EndedBy != "alice" {
+			t.Errorf("ended seed after migrating: reason %q by %q, want \"host died\" by \"alice\"", ended.EndReason, ended.EndedBy)
+		}
+	} else if !errors.Is(err, checkpointd.ErrNotFound) {
+		t.Fatal(err)
+	}
 	// Retention goes through the checkpoints of upgraded sessions (their
 	// marks start at 0, migration 00009): seed1's 1 goes, seed6's 1 stays
 	// while an event refers to it and goes with that event.

@@ -306,3 +306,49 @@ func TestFleetCounts(t *testing.T) {
 		}
 	})
 }
+
+// TestEndedKeepsWhyAndWho: an ended session says why it ended and which
+// operator ended it (nobody when its own run did), in the session and in
+// the list of ended sessions.
+func TestEndedKeepsWhyAndWho(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		s := storetest.Open(t, b, checkpointd.NewManualClock(t0))
+		byOperator := drainSession(t, s, "acme/widgets", "author", "a")
+		byRun := drainSession(t, s, "acme/widgets", "author", "b")
+		if _, err := s.EndSessionAs(t.Context(), store.SessionEnd{SessionID: byOperator.ID, Outcome: checkpointd.OutcomeAbandoned,
+			Reason: "agent host died", By: &store.Operator{TokenID: "tok_1", Name: "alice"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.EndSessionAs(t.Context(), store.SessionEnd{SessionID: byRun.ID, RunID: byRun.CurrentRun.ID,
+			Outcome: checkpointd.OutcomeCompleted, Reason: "merged"}); err != nil {
+			t.Fatal(err)
+		}
+		type why struct{ Outcome, Reason, By string }
+		want := map[string]why{
+			byOperator.ID: {"abandoned", "agent host died", "alice"},
+			byRun.ID:      {"completed", "merged", ""},
+		}
+		got := map[string]why{}
+		for id := range want {
+			sess, err := s.GetSession(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[id] = why{string(sess.Outcome), sess.EndReason, sess.EndedBy}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ended sessions (-want +got):\n%s", diff)
+		}
+		items, err := s.ListSessions(t.Context(), store.SessionFilter{State: checkpointd.SessionEnded, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := map[string]why{}
+		for _, it := range items {
+			listed[it.ID] = why{string(it.Outcome), it.EndReason, it.EndedBy}
+		}
+		if diff := cmp.Diff(want, listed); diff != "" {
+			t.Errorf("listed ended sessions (-want +got):\n%s", diff)
+		}
+	})
+}

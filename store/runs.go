@@ -178,7 +178,7 @@ func runChanged(current string) error {
 
 const (
 	endSessionSet = `
-UPDATE sessions SET state = 'ended', outcome = ?, ended_at = ?, updated_at = ?, run_seen_at = ?, event_seq = event_seq + 1
+UPDATE sessions SET state = 'ended', outcome = ?, end_reason = ?, ended_by = ?, ended_at = ?, updated_at = ?, run_seen_at = ?, event_seq = event_seq + 1
 WHERE id = ? AND state = 'active'`
 	endSessionReturning = `
 RETURNING event_seq, current_run_id`
@@ -223,7 +223,11 @@ func (s *Store) EndSessionAs(ctx context.Context, in SessionEnd) (*checkpointd.S
 			EventSeq int64  `db:"event_seq"`
 			Run      string `db:"current_run_id"`
 		}
-		q, args := endSession, []any{string(in.Outcome), micros(now), micros(now), micros(now), in.SessionID, in.RunID}
+		by := ""
+		if in.By != nil {
+			by = in.By.Name
+		}
+		q, args := endSession, []any{string(in.Outcome), in.Reason, by, micros(now), micros(now), micros(now), in.SessionID, in.RunID}
 		if in.RunID == "" {
 			q, args = endOnBehalf, args[:len(args)-1]
 		}

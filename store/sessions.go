@@ -102,6 +102,8 @@ type sessionRow struct {
 	Capabilities   string         `db:"capabilities"`
 	State          string         `db:"state"`
 	Outcome        string         `db:"outcome"`
+	EndReason      string         `db:"end_reason"`
+	EndedBy        string         `db:"ended_by"`
 	CreatedAt      int64          `db:"created_at"`
 	UpdatedAt      int64          `db:"updated_at"`
 	EndedAt        sql.NullInt64  `db:"ended_at"`
@@ -130,7 +132,7 @@ type sessionRow struct {
 
 const selectSession = `
 SELECT s.id, s.repo, s.role, s.issue, s.pr, s.branch, s.worktree, s.capabilities, s.state,
-    s.outcome, s.created_at, s.updated_at, s.ended_at, s.validity, s.validity_reason, s.validity_at,
+    s.outcome, s.end_reason, s.ended_by, s.created_at, s.updated_at, s.ended_at, s.validity, s.validity_reason, s.validity_at,
     COALESCE(r.id, '') AS run_id, COALESCE(r.fencing_token, 0) AS run_token, COALESCE(r.agent, '{}') AS run_agent,
     COALESCE(r.started_at, 0) AS run_started_at, COALESCE(r.takeover_reason, '') AS run_reason,
     s.run_seen_at, s.checkpoint_at,
@@ -147,6 +149,7 @@ func (r *sessionRow) session(now time.Time, window time.Duration) *checkpointd.S
 	out := &checkpointd.Session{
 		ID: r.ID, Repo: r.Repo, Role: r.Role, Issue: r.Issue, PR: r.PR, Branch: r.Branch,
 		Worktree: r.Worktree, State: checkpointd.SessionState(r.State), Outcome: checkpointd.Outcome(r.Outcome),
+		EndReason: r.EndReason, EndedBy: r.EndedBy,
 		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt), EndedAt: fromNullMicros(r.EndedAt),
 		Validity: checkpointd.Validity(r.Validity), ValidityReason: checkpointd.ExplainValidity(checkpointd.Validity(r.Validity), r.ValidityReason), ValidityAt: fromMicros(r.ValidityAt),
 		Capabilities: []string{}, Leases: []checkpointd.HeldLease{}, ActivityAt: fromMicros(r.RunSeenAt),

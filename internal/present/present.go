@@ -41,3 +41,21 @@ func Age(d time.Duration) string {
 	}
 	return strconv.Itoa(int(d/(24*time.Hour))) + "d"
 }
+
+// shortHex is how many hex digits of an id ShortID keeps: an id is a
+// prefix and a UUIDv7, whose first 16 digits are its millisecond and a
+// sequence within it that one replica never repeats. So the short id of a
+// session is unique among those one replica made, and a prefix the CLI
+// takes wherever it takes the id (it says when a prefix is ambiguous).
+const shortHex = 16
+
+// ShortID is id without its kind prefix (ses_, run_, …) and cut to its
+// first 16 hex digits, as a person reads it in a table; an id of another
+// shape comes back whole.
+func ShortID(id string) string {
+	i := strings.IndexByte(id, '_')
+	if i < 0 || len(id)-i-1 != 32 {
+		return id
+	}
+	return id[i+1 : i+1+shortHex]
+}

@@ -40,3 +40,14 @@ INSERT INTO events (session_id, seq, at, kind, run_id, data) VALUES
     ('ses_seed6', 4, 1764504002000000, 'drain.blocked', '', '{}'),
     ('ses_seed6', 5, 1764504003000000, 'checkpoint.written', 'run_seed6', '{"seq":2}'),
     ('ses_seed6', 6, 1764504004000000, 'drain.completed', '', '{"checkpoint_seq":2}');
+-- Version 30 keeps why a session ended and who ended it on the session; the
+-- ones ended before take both from their session.ended event.
+INSERT INTO sessions (id, repo, repo_key, role, state, outcome, created_at, updated_at, ended_at, current_run_id,
+    run_seq, checkpoint_seq, event_seq, validity, validity_at)
+VALUES ('ses_seed6e', 'acme/widgets', 'acme/widgets', 'author', 'ended', 'abandoned', 1764504000000000,
+    1764504002000000, 1764504002000000, 'run_seed6e', 1, 0, 2, 'unverified', 1764504000000000);
+INSERT INTO runs (id, session_id, fencing_token, agent, started_at)
+VALUES ('run_seed6e', 'ses_seed6e', 1, '{}', 1764504000000000);
+INSERT INTO events (session_id, seq, at, kind, run_id, data) VALUES
+    ('ses_seed6e', 1, 1764504001000000, 'session.ended', 'run_seed6e', '{"outcome":"abandoned","reason":"first try"}'),
+    ('ses_seed6e', 2, 1764504002000000, 'session.ended', 'run_seed6e', '{"by":{"name":"alice","token_id":"tok_1"},"outcome":"abandoned","reason":"host died"}')
