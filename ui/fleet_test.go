@@ -12,6 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/internal/present"
+	"github.com/checkpointd/checkpointd/store/storetest"
+	"github.com/checkpointd/checkpointd/ui"
 	"github.com/checkpointd/checkpointd/webhook/webhooktest"
 )
 
@@ -81,7 +85,7 @@ func head(n byte) string { return strings.Repeat(string("0123456789abcdef"[n%16]
 
 // rowText is the fleet row of a session, as the browser shows it.
 func rowText(id string) chromedp.Action[string] {
-	return chromedp.Text(`//table[contains(@class,"fleet")]//tr[contains(., "` + id + `")]`)
+	return chromedp.Text(`//table[contains(@class,"fleet")]//tr[@data-session="` + id + `"]`)
 }
 
 // waitRow waits until the session's fleet row contains want.
@@ -132,6 +136,11 @@ func TestFleetAndDrain(t *testing.T) {
 	if rowB := waitRow(t, ctx, b.id, "unresponsive"); !strings.Contains(rowB, "valid") {
 		t.Errorf("the row of B: %q", rowB)
 	}
+	// B, unresponsive, is on top of the list, in its own group.
+	if n, _ := chromedp.Run(ctx, chromedp.Nodes(`//tbody[contains(@class,"unresponsive-first")]/tr[@data-session="`+b.id+`"]`, chromedp.AtLeast(0))); len(n) != 1 {
+		t.Errorf("B is not among the unresponsive on top (%d rows)", len(n))
+	}
+	copyID(t, ctx, a.id)
 	screenshot(t, ctx, "fleet")
 
 	// The branch of A moves: the open page turns its row stale by itself.
@@ -140,6 +149,7 @@ func TestFleetAndDrain(t *testing.T) {
 	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.getAttribute("data-updated") || ""`)); n == "" {
 		t.Error("the row changed without the live update (a reload?)")
 	}
+	copyID(t, ctx, a.id) // the refreshed row's button works too
 	// A catches up and is valid again.
 	c.checkpoint(t, a, head(3), "addressing_review", "")
 	waitRow(t, ctx, a.id, "valid")
@@ -170,6 +180,20 @@ func TestFleetAndDrain(t *testing.T) {
 		t.Errorf("past drains: %q", past)
 	}
 	screenshot(t, ctx, "drain-completed")
+}
+
+// copyID clicks the copy button of the session's fleet row and checks
+// that the id went to the clipboard. The clipboard is the page's own
+// (navigator.clipboard) with its write recorded: headless Chromium grants
+// no clipboard to a page nobody focused.
+func copyID(t *testing.T, ctx context.Context, id string) {
+	t.Helper()
+	btn := `//tr[@data-session="` + id + `"]//button[contains(@class,"copy")]`
+	get(t, ctx, chromedp.Evaluate[bool](`window.copied = ""; navigator.clipboard.writeText = function (s) { window.copied = s; return Promise.resolve(); }; true`))
+	do(t, ctx, chromedp.WaitVisible(btn), chromedp.Click(btn), chromedp.WaitVisible(btn+`[@data-copied]`))
+	if got := get(t, ctx, chromedp.Evaluate[string](`window.copied`)); got != id {
+		t.Errorf("the copy button copied %q, want %q", got, id)
+	}
 }
 
 // TestSessionPage: one session in full — the verdict, the latest
@@ -250,6 +274,14 @@ func TestOtherPagesAndPhone(t *testing.T) {
 	if wide {
 		t.Error("at a phone's width the fleet page scrolls sideways")
 	}
+	// The fleet is cards there: rows are blocks, each cell labelled.
+	if card := get(t, ctx, chromedp.Evaluate[string](`(function () {
+		var tr = document.querySelector("table.fleet tr[data-session]"), td = tr.querySelector("td");
+		return getComputedStyle(tr).display + " " + getComputedStyle(document.querySelector("table.fleet thead")).display + " " +
+			getComputedStyle(td, "::before").content;
+	})()`)); card != `block none "Repo · target"` {
+		t.Errorf("the fleet at a phone's width: %s, want rows as blocks, no header, cells labelled", card)
+	}
 	screenshot(t, ctx, "fleet-phone")
 	do(t, ctx, chromedp.Navigate(c.URL+"/ui/sessions/"+s.id), chromedp.WaitVisible(chromedp.CSS("h1")))
 	if get(t, ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`)) {
@@ -257,4 +289,67 @@ func TestOtherPagesAndPhone(t *testing.T) {
 		t.Errorf("at a phone's width the session page scrolls sideways: %v", wider)
 	}
 	screenshot(t, ctx, "session-phone")
+}
+
+// TestFleetTable: the fleet leads with repo and target linked to the
+// forge, shows ids short (the full id on hover and in the copy button),
+// commits as 7 digits, the unresponsive sessions on top and once; a
+// search takes a short id; the ended tab says how, when, why and by whom.
+func TestFleetTable(t *testing.T) {
+	clock := checkpointd.NewManualClock(time.Now())
+	s := storetest.Open(t, storetest.SQLite, clock)
+	c := newConsoleOn(t, s, func(d *ui.Deps) { d.ForgeURL = "https://git.example/" })
+	r := c.api(t, "POST", "/v1/sessions", c.agent, map[string]any{"repo": "acme/widgets", "role": "author", "branch": "fix/12",
+		"issue": 12, "pr": 34, "agent": map[string]any{"runtime": "claude-code"}})
+	run := r["run"].(map[string]any)
+	quiet := &agentSession{id: r["session"].(map[string]any)["id"].(string), run: run["id"].(string), branch: "fix/12",
+		token: int64(run["fencing_token"].(float64))}
+	c.checkpoint(t, quiet, head(7), "implementing", "")
+	clock.Advance(checkpointd.DefaultRunLiveness + time.Second)
+	fresh := c.startSession(t, "fix-f", "host-9/pid-9")
+	ended := c.startSession(t, "fix-e", "host-8/pid-8")
+	c.api(t, "POST", "/v1/sessions/"+ended.id+"/end", c.operator, map[string]any{"outcome": "abandoned", "reason": "host died"})
+
+	hc := c.client(t)
+	c.login(t, hc, c.operator)
+	page := c.send(t, hc, "GET", "/ui/", nil).body
+	for _, want := range []string{
+		`href="https://git.example/acme/widgets"`, `href="https://git.example/acme/widgets/issues/12"`,
+		`href="https://git.example/acme/widgets/pulls/34"`, `href="https://git.example/acme/widgets/src/branch/fix/12"`,
+		`href="https://git.example/acme/widgets/commit/` + head(7) + `" title="` + head(7) + `"><code>` + head(7)[:7] + `</code>`,
+		`title="` + quiet.id + `"><code>` + present.ShortID(quiet.id) + `</code>`, `data-copy="` + quiet.id + `"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the fleet lacks %s", want)
+		}
+	}
+	if strings.Contains(page, ">"+quiet.id+"<") {
+		t.Error("the fleet shows a full session id as text")
+	}
+	top := strings.Index(page, `class="unresponsive-first"`)
+	if top < 0 || strings.Index(page, `data-session="`+quiet.id+`"`) < top ||
+		strings.Index(page, `data-session="`+fresh.id+`"`) < strings.Index(page, `data-session="`+quiet.id+`"`) {
+		t.Error("the unresponsive session is not on top")
+	}
+	if n := strings.Count(page, `data-session="`+quiet.id+`"`); n != 1 {
+		t.Errorf("the unresponsive session is listed %d times", n)
+	}
+	if strings.Contains(page, `data-session="`+ended.id+`"`) {
+		t.Error("an ended session is in the active tab")
+	}
+
+	found := c.send(t, hc, "GET", "/ui/?q="+present.ShortID(fresh.id), nil).body
+	if !strings.Contains(found, `data-session="`+fresh.id+`"`) || strings.Contains(found, `data-session="`+quiet.id+`"`) {
+		t.Errorf("a search by short id: %s", found)
+	}
+
+	tab := c.send(t, hc, "GET", "/ui/?state=ended", nil).body
+	for _, want := range []string{`data-session="` + ended.id + `"`, "abandoned", "host died", "console-test-operator", "<time datetime="} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("the ended tab lacks %q", want)
+		}
+	}
+	if strings.Contains(tab, `data-session="`+fresh.id+`"`) {
+		t.Error("an active session is in the ended tab")
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
+	"github.com/checkpointd/checkpointd/internal/present"
 )
 
 type fleetFilters struct {
@@ -21,13 +22,24 @@ type fleetFilters struct {
 type fleetData struct {
 	State      string
 	F          fleetFilters
-	Items      []checkpointd.Session
+	Items      []fleetRow
 	Next       string
 	NextURL    string
 	Counts     *fleetCounts
 	Validities []string
 	Stages     []string
-	Forge      string
+	// Unresponsive are the unresponsive sessions shown above the rest on
+	// the first page of the active tab without a liveness filter; when
+	// there are more than fit, UnresponsiveURL lists them all.
+	Unresponsive    []fleetRow
+	UnresponsiveURL string
+}
+
+// fleetRow is a session as a row of the fleet, with the forge's address
+// for its links ("" without --gitea-url).
+type fleetRow struct {
+	checkpointd.Session
+	Forge string
 }
 
 // fleetCounts are the numbers at the top of the fleet.
@@ -38,45 +50,72 @@ type fleetCounts struct {
 
 var validities = []string{"valid", "stale", "lease_lost", "invalidated", "unverified"}
 
+// unresponsiveFirst is how many unresponsive sessions the first page
+// shows on top; more are a link to the unresponsive filter.
+const unresponsiveFirst = 50
+
 // fleet lists sessions with the API's own filters (GET /v1/sessions),
-// most recently active first. A search for a session id shows that
-// session; any other search is a branch.
+// most recently active first, the unresponsive ones on top of the first
+// page (they need an operator). A search is a whole session id, the
+// start of one (as the tables show it, without ses_, at least 6 digits),
+// or else a branch; the start of an id that matches nothing is a branch.
 func (c *console) fleet(r *http.Request, s *consoleSession) (string, view, error) {
 	q := r.URL.Query()
-	d := fleetData{State: "active", Validities: validities, Stages: c.Stages, Forge: strings.TrimRight(c.ForgeURL, "/"),
+	forge := c.forge()
+	d := fleetData{State: "active", Validities: validities, Stages: c.Stages,
 		F: fleetFilters{Repo: q.Get("repo"), Validity: q.Get("validity"), Stage: q.Get("stage"),
 			WaitingOn: q.Get("waiting_on"), Live: q.Get("live"), Search: strings.TrimSpace(q.Get("q"))}}
+	rows := func(items []checkpointd.Session) []fleetRow {
+		out := make([]fleetRow, len(items))
+		for i, it := range items {
+			out[i] = fleetRow{Session: it, Forge: forge}
+		}
+		return out
+	}
 	if q.Get("state") == "ended" {
 		d.State = "ended"
 	}
-	if checkpointd.ValidID(d.F.Search) {
-		one, err := c.api(s).Sessions().Get(r.Context(), d.F.Search)
+	api := c.api(s)
+	if strings.HasPrefix(d.F.Search, checkpointd.PrefixSession) && present.ShortID(d.F.Search) != d.F.Search {
+		one, err := api.Sessions().Get(r.Context(), d.F.Search)
 		if err != nil {
 			return "", view{}, err
 		}
-		d.Items = []checkpointd.Session{*one}
+		d.Items = rows([]checkpointd.Session{*one})
 		return "fleet", view{Title: "Fleet", Nav: "fleet", Data: d}, nil
 	}
 	opts := client.SessionListOptions{State: checkpointd.SessionState(d.State), Repo: d.F.Repo,
-		Validity: checkpointd.Validity(d.F.Validity), Stage: d.F.Stage, WaitingOn: d.F.WaitingOn, Branch: d.F.Search,
+		Validity: checkpointd.Validity(d.F.Validity), Stage: d.F.Stage, WaitingOn: d.F.WaitingOn,
 		Sort: "activity", ListOptions: client.ListOptions{Limit: 50, Cursor: q.Get("cursor")}}
 	if live, err := strconv.ParseBool(d.F.Live); err == nil {
 		opts.Live = &live
 	}
-	p, err := c.api(s).Sessions().List(r.Context(), opts)
+	if prefix, ok := sessionPrefix(d.F.Search); ok {
+		byID := opts
+		byID.IDPrefix = prefix
+		p, err := api.Sessions().List(r.Context(), byID)
+		if err != nil {
+			return "", view{}, err
+		}
+		if len(p.Items) > 0 {
+			opts = byID
+		}
+	}
+	if opts.IDPrefix == "" {
+		opts.Branch = d.F.Search
+	}
+	p, err := api.Sessions().List(r.Context(), opts)
 	if err != nil {
 		return "", view{}, err
 	}
-	d.Items, d.Next = p.Items, p.NextCursor
+	d.Items, d.Next = rows(p.Items), p.NextCursor
 	if d.Next != "" {
-		next := url.Values{}
-		for k, v := range q {
-			next[k] = v
+		d.NextURL = fleetURL(q, "cursor", d.Next)
+	}
+	if d.State == "active" && opts.Live == nil && opts.Cursor == "" {
+		if err := c.unresponsiveFirst(r, api, opts, q, &d); err != nil {
+			return "", view{}, err
 		}
-		next.Set("cursor", d.Next)
-		// The whole URL built here: html/template escapes a value put in
-		// a query, which would turn & and = into text.
-		d.NextURL = "/ui/?" + next.Encode()
 	}
 	counts, err := c.counts(r, s)
 	if err != nil {
@@ -84,6 +123,75 @@ func (c *console) fleet(r *http.Request, s *consoleSession) (string, view, error
 	}
 	d.Counts = counts
 	return "fleet", view{Title: "Fleet", Nav: "fleet", Data: d}, nil
+}
+
+// unresponsiveFirst puts the unresponsive sessions of the filtered fleet
+// above the rest. When all of them were read, the rest of the first page
+// leaves them out (they are shown once); when more than fit, the page
+// links to the unresponsive filter instead, and later pages (after the
+// cursor) list the fleet as it is.
+func (c *console) unresponsiveFirst(r *http.Request, api *client.Client, opts client.SessionListOptions, q url.Values, d *fleetData) error {
+	no := false
+	opts.Live, opts.Limit = &no, unresponsiveFirst
+	p, err := api.Sessions().List(r.Context(), opts)
+	if err != nil {
+		return err
+	}
+	d.Unresponsive = make([]fleetRow, 0, len(p.Items))
+	quiet := map[string]bool{}
+	for _, it := range p.Items {
+		d.Unresponsive = append(d.Unresponsive, fleetRow{Session: it, Forge: c.forge()})
+		quiet[it.ID] = true
+	}
+	if p.NextCursor != "" {
+		d.UnresponsiveURL = fleetURL(q, "live", "false")
+		return nil
+	}
+	rest := d.Items[:0:0]
+	for _, it := range d.Items {
+		if !quiet[it.ID] {
+			rest = append(rest, it)
+		}
+	}
+	d.Items = rest
+	return nil
+}
+
+// forge is the forge's address the console links to ("" for no links).
+func (c *console) forge() string { return strings.TrimRight(c.ForgeURL, "/") }
+
+// sessionPrefix reads a search as the start of a session id: "ses_…", or
+// hex digits as the tables show an id (present.ShortID), at least 6.
+func sessionPrefix(search string) (string, bool) {
+	if rest, ok := strings.CutPrefix(search, checkpointd.PrefixSession); ok {
+		return search, isHex(rest)
+	}
+	if len(search) >= 6 && isHex(search) {
+		return checkpointd.PrefixSession + search, true
+	}
+	return "", false
+}
+
+func isHex(s string) bool {
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// fleetURL is the fleet page's URL with q and one value set. The whole
+// URL is built here: html/template escapes a value put in a query, which
+// would turn & and = into text.
+func fleetURL(q url.Values, k, v string) string {
+	next := url.Values{}
+	for key, vs := range q {
+		next[key] = vs
+	}
+	next.Del("cursor")
+	next.Set(k, v)
+	return "/ui/?" + next.Encode()
 }
 
 type sessionData struct {

@@ -152,7 +152,15 @@ var funcs = template.FuncMap{
 		}
 		return "just now"
 	},
-	"join":    strings.Join,
+	"join":  strings.Join,
+	"short": present.ShortID,
+	// sha is a commit as people read it: its first 7 digits.
+	"sha": func(sha string) string {
+		if len(sha) > 7 {
+			return sha[:7]
+		}
+		return sha
+	},
 	"target":  target,
 	"query":   func(k, v string) string { return url.Values{k: {v}}.Encode() },
 	"deref":   func(b *bool) bool { return b != nil && *b },

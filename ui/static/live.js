@@ -1,7 +1,7 @@
 // The console works without this file: every page is complete on reload.
 // With it, times read as how long ago, with the time in the viewer's zone
-// on hover, and pages that show the fleet update themselves from the
-// change feed.
+// on hover, ids have copy buttons, and pages that show the fleet update
+// themselves from the change feed.
 (function () {
   "use strict";
   function ago(ms) {
@@ -20,6 +20,38 @@
     });
   }
   localTimes(document);
+
+  // Copy buttons (hidden without this script) put an id on the clipboard;
+  // one listener on the document serves the buttons a live refresh adds.
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      return navigator.clipboard.writeText(text);
+    }
+    // Plain HTTP has no clipboard API: the older way still works there.
+    var ta = document.createElement("textarea");
+    ta.value = text;
+    ta.setAttribute("readonly", "");
+    ta.style.position = "fixed";
+    ta.style.opacity = "0";
+    document.body.appendChild(ta);
+    ta.select();
+    var ok = document.execCommand("copy");
+    document.body.removeChild(ta);
+    return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
+  function showCopy(root) {
+    root.querySelectorAll("button.copy[data-copy]").forEach(function (b) { b.hidden = false; });
+  }
+  showCopy(document);
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("button.copy[data-copy]");
+    if (!b) { return; }
+    copyText(b.getAttribute("data-copy")).then(function () {
+      b.textContent = "Copied";
+      b.setAttribute("data-copied", "1");
+      setTimeout(function () { b.textContent = "Copy"; b.removeAttribute("data-copied"); }, 1500);
+    }, function () { b.textContent = "Copy failed"; });
+  });
 
   var src = document.body.getAttribute("data-live");
   if (!src || !window.EventSource || !window.fetch) { return; }
@@ -40,6 +72,7 @@
         if (next && main) {
           main.innerHTML = next.innerHTML;
           localTimes(main);
+          showCopy(main);
           document.body.setAttribute("data-updated", new Date().toISOString());
         }
       })
