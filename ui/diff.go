@@ -66,8 +66,7 @@ func flatten(doc checkpointd.Document) map[string]string {
 				walk(fmt.Sprintf("%s/%d", path, i), e)
 			}
 		default:
-			b, _ := json.Marshal(x)
-			out[path] = string(b)
+			out[path] = indentJSON(x) // & as itself, not \u0026
 		}
 	}
 	walk("", v)

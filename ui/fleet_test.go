@@ -159,7 +159,7 @@ func TestFleetAndDrain(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("reason"), "deploy 2"), chromedp.Click(button("Start drain")),
 		chromedp.WaitVisible(chromedp.CSS("table.blocking")))
 	blocking := get(t, ctx, chromedp.Text(chromedp.CSS("table.blocking")))
-	if !strings.Contains(blocking, a.id) || !strings.Contains(blocking, b.id) || !strings.Contains(blocking, "park") {
+	if !strings.Contains(blocking, present.ShortID(a.id)) || !strings.Contains(blocking, present.ShortID(b.id)) || !strings.Contains(blocking, "park") {
 		t.Errorf("blocking: %q", blocking)
 	}
 	screenshot(t, ctx, "drain")
@@ -205,19 +205,45 @@ func TestSessionPage(t *testing.T) {
 	c.api(t, "POST", "/v1/leases", c.agent, map[string]any{"resource": map[string]any{"kind": "pr", "repo": "acme/widgets", "number": 34},
 		"session_id": s.id, "run_id": s.run, "ttl_seconds": 600})
 	c.checkpoint(t, s, head(1), "implementing", "")
-	c.checkpoint(t, s, head(2), "blocked", "operator")
+	c.api(t, "POST", "/v1/sessions/"+s.id+"/checkpoints", c.agent, map[string]any{"schema_version": 1, "run_id": s.run,
+		"fencing_token": s.token, "role": "author", "stage": "blocked",
+		"identity":              map[string]any{"runtime": "claude-code"},
+		"target":                map[string]any{"repo": "acme/widgets"},
+		"workspace":             map[string]any{"worktree": "/w/fix-s", "branch": "fix-s", "head": head(2), "base": "main"},
+		"blocker":               map[string]any{"kind": "decision", "summary": "schema A & B disagree", "waiting_on": "operator"},
+		"next_action":           map[string]any{"actor": "operator", "action": "choose a schema", "prompt": "Pick A or B, then resume."},
+		"recovery":              map[string]any{"instructions": "check out the branch", "commands": []string{"git fetch origin", "git checkout fix-s"}},
+		"pending_mutation":      map[string]any{"kind": "comment", "target": "acme/widgets#34", "idempotency_key": "k-42", "summary": "ask for a decision"},
+		"last_completed_action": map[string]any{"kind": "test", "summary": "go test ./... passed"},
+		"evidence":              []map[string]any{{"kind": "ci", "ref": "run 7", "summary": "green"}}})
 	c.push(t, "d-s", "fix-s", head(2))
 
 	ctx := browser(t)
 	c.signIn(t, ctx, c.operator)
 	do(t, ctx, chromedp.Navigate(c.URL+"/ui/sessions/"+s.id), chromedp.WaitVisible(chromedp.ID("verdict")))
 	page := get(t, ctx, chromedp.Text(chromedp.CSS("main")))
-	for _, want := range []string{s.id, "resumable", "valid", "Latest checkpoint", `"stage": "blocked"`, `"waiting_on": "operator"`,
+	for _, want := range []string{s.id, "resumable", "valid", "Latest checkpoint",
+		"Stage\nblocked", "decision: schema A & B disagree · waiting on operator", "operator: choose a schema", "Pick A or B, then resume.",
+		"check out the branch", "git fetch origin\ngit checkout fix-s", "comment on acme/widgets#34: ask for a decision", "idempotency key k-42",
+		"test: go test ./... passed", "ci run 7: green", "fix-s at " + head(2)[:7] + " onto main",
 		"What changed from #1 to #2", "/stage", "implementing", "/workspace/head", "pr acme/widgets #34", "checkpoint.written",
 		"lease.acquired", "run.started", "current"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the session page lacks %q", want)
 		}
+	}
+	// The raw document is behind a toggle, with & as itself.
+	if strings.Contains(page, `"stage": "blocked"`) {
+		t.Error("the raw document shows before its toggle is opened")
+	}
+	do(t, ctx, chromedp.Click(`//section[@aria-labelledby="latest"]//summary`))
+	raw := get(t, ctx, chromedp.Text(`//section[@aria-labelledby="latest"]//pre[contains(@class,"doc")]`))
+	if !strings.Contains(raw, `"stage": "blocked"`) || !strings.Contains(raw, `"summary": "schema A & B disagree"`) || strings.Contains(raw, `\u0026`) {
+		t.Errorf("the raw document: %s", raw)
+	}
+	// The log reads as a line per event, its data on demand.
+	if line := get(t, ctx, chromedp.Text(`//table[contains(@class,"events")]//tr[.//code[text()="lease.acquired"]]/td[5]`)); !strings.Contains(line, "resource.kind=pr") {
+		t.Errorf("the lease.acquired line: %q", line)
 	}
 	for _, b := range []string{"Park", "End", "Force-clear", "Release"} {
 		if n, _ := chromedp.Run(ctx, chromedp.Nodes(button(b), chromedp.AtLeast(0))); len(n) == 0 {

@@ -195,7 +195,9 @@ func fleetURL(q url.Values, k, v string) string {
 }
 
 type sessionData struct {
-	S          checkpointd.Session
+	S checkpointd.Session
+	// Row is S as the fleet shows it (its target linked to the forge).
+	Row        fleetRow
 	Resume     *client.Resume
 	Latest     *checkpointd.Checkpoint
 	LatestJSON string
@@ -208,9 +210,12 @@ type sessionData struct {
 }
 
 type runView struct {
-	ID, Reason, Ended string
-	StartedAt         time.Time
-	Current           bool
+	ID, Reason string
+	StartedAt  time.Time
+	// Ended is how the run ended (superseded, parked), at EndedAt.
+	Ended   string
+	EndedAt time.Time
+	Current bool
 }
 
 // session shows one session: verdict, latest checkpoint, history with a
@@ -222,7 +227,7 @@ func (c *console) session(r *http.Request, s *consoleSession) (string, view, err
 	if err != nil {
 		return "", view{}, err
 	}
-	d := sessionData{S: *one}
+	d := sessionData{S: *one, Row: fleetRow{Session: *one, Forge: c.forge()}}
 	// The verdict needs an agent's right to resume; a reader sees the
 	// validity it is judged from.
 	if s.principal.Can(checkpointd.RoleAgent) {
@@ -300,7 +305,7 @@ func runsOf(events []checkpointd.Event, s checkpointd.Session) []runView {
 				if e.Kind == checkpointd.EventRunParked {
 					how = "parked"
 				}
-				runs[i].Ended = how + " " + e.At.UTC().Format(time.RFC3339)
+				runs[i].Ended, runs[i].EndedAt = how, e.At
 			}
 		}
 	}

@@ -154,6 +154,10 @@ var funcs = template.FuncMap{
 	},
 	"join":  strings.Join,
 	"short": present.ShortID,
+	// eventData is an event's data in a line; prettyJSON all of it.
+	"eventData":  func(raw json.RawMessage) string { return present.EventData(raw) },
+	"hasData":    func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "{}" && string(raw) != "null" },
+	"prettyJSON": prettyJSON,
 	// sha is a commit as people read it: its first 7 digits.
 	"sha": func(sha string) string {
 		if len(sha) > 7 {
@@ -185,6 +189,16 @@ func indentJSON(v any) string {
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// prettyJSON is raw JSON as indentJSON shows it (raw as it is when it
+// does not parse).
+func prettyJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	return indentJSON(v)
 }
 
 // ago is how long ago t was, as the CLI shows ages (present.Age); a time

@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
+	"github.com/checkpointd/checkpointd/internal/present"
 )
 
 // eventsCommand prints a session's event log, and with --follow keeps
@@ -122,63 +119,6 @@ func eventLine(e *checkpointd.Event) string {
 	return fmt.Sprintf("%5d  %s  %-23s  %-36s  %s", e.Seq, e.At.Local().Format(time.DateTime), e.Kind, run, dataSummary(e.Data))
 }
 
-// summaryFirst are the data members a person reads first, in this order;
-// the others follow sorted.
-var summaryFirst = []string{"outcome", "reason", "from", "to", "seq", "stage", "complete"}
-
-// dataSummary is an event's data as key=value pairs (summaryFirst, then
-// the rest sorted), the members of a nested object as key.member=value
-// (one level; deeper ones elided), the whole cut to 100 characters.
-func dataSummary(raw json.RawMessage) string {
-	var m map[string]any
-	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || len(m) == 0 {
-		return ""
-	}
-	var parts []string
-	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
-		ia, ib := slices.Index(summaryFirst, a), slices.Index(summaryFirst, b)
-		switch {
-		case ia >= 0 && ib >= 0:
-			return ia - ib
-		case ia >= 0:
-			return -1
-		case ib >= 0:
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	for _, k := range keys {
-		if sub, ok := m[k].(map[string]any); ok {
-			for _, sk := range slices.Sorted(maps.Keys(sub)) {
-				if v, ok := scalar(sub[sk]); ok {
-					parts = append(parts, k+"."+sk+"="+v)
-				}
-			}
-			continue
-		}
-		if v, ok := scalar(m[k]); ok {
-			parts = append(parts, k+"="+v)
-		}
-	}
-	return ellipsis(strings.Join(parts, " "), 100)
-}
-
-// scalar is a JSON value in a summary; false for a null.
-func scalar(v any) (string, bool) {
-	switch x := v.(type) {
-	case nil:
-		return "", false
-	case string:
-		if strings.ContainsAny(x, " =") {
-			return strconv.Quote(x), true
-		}
-		return x, true
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), true
-	case bool:
-		return strconv.FormatBool(x), true
-	case []any:
-		return fmt.Sprintf("[%d]", len(x)), true
-	}
-	return "{…}", true
-}
+// dataSummary is an event's data in one line cut to 100 characters
+// (present.EventData).
+func dataSummary(raw json.RawMessage) string { return ellipsis(present.EventData(raw), 100) }

@@ -3,6 +3,10 @@
 package present
 
 import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,4 +62,65 @@ func ShortID(id string) string {
 		return id
 	}
 	return id[i+1 : i+1+shortHex]
+}
+
+// summaryFirst are the data members a person reads first, in this order;
+// the others follow sorted.
+var summaryFirst = []string{"outcome", "reason", "from", "to", "seq", "stage", "complete"}
+
+// EventData is an event's data in one line as key=value pairs
+// (summaryFirst, then the rest sorted), the members of a nested object as
+// key.member=value (one level; deeper ones elided).
+func EventData(raw json.RawMessage) string {
+	var m map[string]any
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+		ia, ib := slices.Index(summaryFirst, a), slices.Index(summaryFirst, b)
+		switch {
+		case ia >= 0 && ib >= 0:
+			return ia - ib
+		case ia >= 0:
+			return -1
+		case ib >= 0:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for _, k := range keys {
+		if sub, ok := m[k].(map[string]any); ok {
+			for _, sk := range slices.Sorted(maps.Keys(sub)) {
+				if v, ok := scalar(sub[sk]); ok {
+					parts = append(parts, k+"."+sk+"="+v)
+				}
+			}
+			continue
+		}
+		if v, ok := scalar(m[k]); ok {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// scalar is a JSON value in a summary; false for a null.
+func scalar(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "", false
+	case string:
+		if strings.ContainsAny(x, " =") {
+			return strconv.Quote(x), true
+		}
+		return x, true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
+	case bool:
+		return strconv.FormatBool(x), true
+	case []any:
+		return fmt.Sprintf("[%d]", len(x)), true
+	}
+	return "{…}", true
 }

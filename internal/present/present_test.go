@@ -27,3 +27,19 @@ func TestShortID(t *testing.T) {
 		}
 	}
 }
+
+// TestEventData: an event's data in one line.
+func TestEventData(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"outcome":"abandoned","reason":"issue closed","by":{"name":"ops","token_id":"tok_1"}}`,
+			`outcome=abandoned reason="issue closed" by.name=ops by.token_id=tok_1`},
+		{`{"seq":3,"complete":true,"missing":[],"x":null,"deep":{"a":{"b":1}}}`, `seq=3 complete=true deep.a={…} missing=[0]`},
+		{``, ``},
+		{`[1,2]`, ``},
+		{`{"s":"a b=c"}`, `s="a b=c"`},
+	} {
+		if got := EventData([]byte(tc.in)); got != tc.want {
+			t.Errorf("EventData(%s) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
