@@ -13,6 +13,7 @@ import (
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
 	"github.com/checkpointd/checkpointd/internal/present"
+	"github.com/checkpointd/checkpointd/reconcile"
 )
 
 type fleetFilters struct {
@@ -354,18 +355,28 @@ func (c *console) errors(r *http.Request, s *consoleSession) (string, view, erro
 	return "errors", view{Title: "Errors", Nav: "errors", Data: struct{ Errors []checkpointd.ErrorRecord }{p.Items}}, nil
 }
 
+// reconcileData is the last reconcile pass as the page shows it; Raw is
+// the whole report, behind a toggle.
+type reconcileData struct {
+	Report *reconcile.Report
+	Raw    string
+	// Validities orders the verdict counts.
+	Validities []string
+}
+
 func (c *console) reconcile(r *http.Request, s *consoleSession) (string, view, error) {
 	last, err := c.api(s).Reconcile().Last(r.Context())
 	if p, ok := asProblem(err); err != nil && !(ok && p.Status == http.StatusNotFound) {
 		return "", view{}, err
 	}
-	report := ""
-	if len(last) > 0 && string(last) != "null" {
-		var pretty any
-		_ = json.Unmarshal(last, &pretty)
-		report = indentJSON(pretty)
+	d := reconcileData{Validities: validities}
+	if len(last) > 0 {
+		if err := json.Unmarshal(last, &d.Report); err != nil {
+			return "", view{}, err
+		}
+		d.Raw = prettyJSON(last)
 	}
-	return "reconcile", view{Title: "Reconcile", Nav: "reconcile", Data: struct{ Report string }{report}}, nil
+	return "reconcile", view{Title: "Reconcile", Nav: "reconcile", Data: d}, nil
 }
 
 // counts are the fleet's numbers (GET /v1/fleet), with the drain's
