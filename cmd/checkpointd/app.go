@@ -97,6 +97,7 @@ func newApp(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 		// `checkpointd completion bash|zsh|fish` prints the script; the
 		// scripts ask the binary itself which words follow.
 		EnableShellCompletion: true,
+		Flags:                 []cli.Flag{utcFlag()},
 		Commands: []*cli.Command{
 			serveCommand(from, dataFlags, logFlags, getenv),
 			{

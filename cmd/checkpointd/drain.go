@@ -64,7 +64,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 						if errors.As(err, &pe) {
 							if running := pe.RunningDrain(); running != nil {
 								return fmt.Errorf("drain start: 409 drain_running: drain %s is already running since %s (%q); follow it with: checkpointd drain status --wait",
-									running.ID, running.StartedAt.Local().Format(time.DateTime), running.Reason)
+									running.ID, stamp(running.StartedAt, zoneOf(c)), running.Reason)
 							}
 						}
 						return apiError("drain start", err)
@@ -96,7 +96,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 					if err != nil {
 						return apiError("drain status", err)
 					}
-					printDrainStatus(stdout, st, time.Now())
+					printDrainStatus(stdout, st, nowIn(c))
 					return nil
 				},
 			},
@@ -136,7 +136,7 @@ func drainCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 						if errors.As(err, &pe) && pe.Blocked() != nil {
 							b := pe.Blocked()
 							printBlocking(stdout, b.Blocking, b.Counts.Blocking)
-							printUnconfirmed(stdout, b.Unconfirmed)
+							printUnconfirmed(stdout, b.Unconfirmed, zoneOf(c))
 							var notice string
 							if pe.Member("notice", &notice) && notice != "" {
 								fmt.Fprintln(stdout, "note: "+notice)
@@ -203,14 +203,14 @@ func blockedError(b *client.DrainBlocked) error {
 }
 
 // printUnconfirmed lists the replicas a completion could not hear from.
-func printUnconfirmed(w io.Writer, us []checkpointd.UnconfirmedReplica) {
+func printUnconfirmed(w io.Writer, us []checkpointd.UnconfirmedReplica, zone *time.Location) {
 	if len(us) == 0 {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REPLICA\tHOST\tPID\tLAST HEARD\tPENDING\tREASON")
 	for _, u := range us {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", u.ID, u.Host, u.PID, u.HeardAt.Local().Format(time.DateTime), u.Pending, u.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", u.ID, u.Host, u.PID, stamp(u.HeardAt, zone), u.Pending, u.Reason)
 	}
 	tw.Flush()
 }

@@ -134,7 +134,7 @@ func printDrainStatus(w io.Writer, st *drainStatus, now time.Time) {
 // since its start, an ended one at its end (ended_at; lifted_at for a
 // completed drain that no longer gates), with how long it ran.
 func drainWhen(d *checkpointd.Drain, now time.Time) string {
-	at := func(t time.Time) string { return t.Local().Format(time.DateTime) }
+	at := func(t time.Time) string { return stamp(t, now.Location()) }
 	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
 	if d.State == checkpointd.DrainRunning || d.EndedAt == nil {
 		return fmt.Sprintf("%s since %s (%s)", d.State, at(d.StartedAt), ago(d.StartedAt))

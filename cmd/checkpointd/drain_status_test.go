@@ -17,7 +17,7 @@ func TestPrintDrainStatusTimes(t *testing.T) {
 	ended := start.Add(19 * time.Second)
 	lifted := start.Add(2 * time.Minute)
 	now := start.Add(5 * time.Minute)
-	at := func(t time.Time) string { return t.Local().Format(time.DateTime) }
+	at := func(t time.Time) string { return stamp(t, time.UTC) }
 	counts := &checkpointd.DrainCounts{Active: 1, Ready: 1}
 	for _, tc := range []struct {
 		name     string

@@ -69,7 +69,7 @@ func errorsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 				if err != nil {
 					return apiError("errors", err)
 				}
-				printErrors(stdout, page.Items)
+				printErrors(stdout, page.Items, zoneOf(c))
 				if page.NextCursor != "" {
 					fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
 				}
@@ -102,7 +102,7 @@ func errorsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 				}
 				return printAnswer(c, stdout, b)
 			}
-			printErrors(stdout, items)
+			printErrors(stdout, items, zoneOf(c))
 			if capped {
 				fmt.Fprintf(stdout, "note: only the newest %d records were searched (the daemon filters by --source and --since, not by session or repo)\n", errorsScanMax)
 			}
@@ -128,7 +128,7 @@ func errorQuery(o client.ErrorListOptions) url.Values {
 	return q
 }
 
-func printErrors(w io.Writer, items []checkpointd.ErrorRecord) {
+func printErrors(w io.Writer, items []checkpointd.ErrorRecord, zone *time.Location) {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no errors")
 		return
@@ -150,7 +150,7 @@ func printErrors(w io.Writer, items []checkpointd.ErrorRecord) {
 		if detail == "" {
 			detail = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.At.Local().Format(time.DateTime), e.Source,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, stamp(e.At, zone), e.Source,
 			ellipsis(e.Code, 24), about, ellipsis(detail, 100))
 	}
 	tw.Flush()

@@ -47,7 +47,7 @@ func eventsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 			}
 			emit := func(e *checkpointd.Event) error {
 				if !forScripts(c) {
-					_, err := fmt.Fprintln(stdout, eventLine(e))
+					_, err := fmt.Fprintln(stdout, eventLine(e, zoneOf(c)))
 					return err
 				}
 				b, err := json.Marshal(e) // one object per line: the daemon's own form
@@ -59,7 +59,7 @@ func eventsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 			}
 			err = followEvents(ctx, cl, id, c.Int64("after"), c.Bool("follow"), c.Duration("interval"), emit)
 			if err != nil {
-				if gone := goneError(id, err); gone != nil {
+				if gone := goneError(id, err, zoneOf(c)); gone != nil {
 					return gone
 				}
 				return sessionError("events", id, err)
@@ -111,12 +111,12 @@ func followEvents(ctx context.Context, cl *client.Client, id string, after int64
 
 // eventLine is one event for a person: seq, time, kind, run, and a short
 // summary of its data.
-func eventLine(e *checkpointd.Event) string {
+func eventLine(e *checkpointd.Event, zone *time.Location) string {
 	run := e.RunID
 	if run == "" {
 		run = "-"
 	}
-	return fmt.Sprintf("%5d  %s  %-23s  %-36s  %s", e.Seq, e.At.Local().Format(time.DateTime), e.Kind, run, dataSummary(e.Data))
+	return fmt.Sprintf("%5d  %s  %-23s  %-36s  %s", e.Seq, stamp(e.At, zone), e.Kind, run, dataSummary(e.Data))
 }
 
 // dataSummary is an event's data in one line cut to 100 characters

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/internal/present"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -89,10 +90,11 @@ func (f *fleet) cli(t *testing.T, args ...string) (string, error) {
 	return out, err
 }
 
-// row is the line of out that names id.
+// row is the line of out that names id, whole or short (the default
+// table's present.ShortID, which the whole id contains).
 func row(out, id string) string {
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, id) {
+		if strings.Contains(l, present.ShortID(id)) {
 			return l
 		}
 	}
@@ -180,7 +182,7 @@ func TestSessionsFleetView(t *testing.T) {
 			t.Errorf("sessions ls with the fleet filters: %v\n%s", err, out)
 		}
 		out, err = f.cli(t, "sessions", "ls", "--sort", "created")
-		if lines := strings.Split(out, "\n"); err != nil || len(lines) < 2 || !strings.HasPrefix(lines[1], f.l.id) {
+		if lines := strings.Split(out, "\n"); err != nil || len(lines) < 2 || !strings.HasPrefix(lines[1], present.ShortID(f.l.id)+" ") {
 			t.Errorf("sessions ls --sort created: the newest session is not first: %v\n%s", err, out)
 		}
 		if _, err := f.cli(t, "sessions", "ls", "--sort", "oldest"); err == nil || !strings.Contains(err.Error(), "422 invalid_request") {
@@ -197,7 +199,7 @@ func TestSessionsFleetView(t *testing.T) {
 		if _, err := f.cli(t, "sessions", "ls", "--live", "maybe"); err == nil || !strings.Contains(err.Error(), "--live must be true or false") {
 			t.Errorf("sessions ls --live maybe: %v", err)
 		}
-		if out, err := f.cli(t, "sessions", "ls", "--token", f.reader); err != nil || !strings.Contains(out, f.stale.id) {
+		if out, err := f.cli(t, "sessions", "ls", "--token", f.reader); err != nil || row(out, f.stale.id) == "" {
 			t.Errorf("sessions ls with a reader token: %v\n%s", err, out)
 		}
 

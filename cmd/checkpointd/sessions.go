@@ -112,7 +112,7 @@ func sessionsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.F
 						return err
 					}
 					if err := cl.Sessions().Clear(ctx, id, c.String("reason")); err != nil {
-						if gone := goneError(id, err); gone != nil {
+						if gone := goneError(id, err, zoneOf(c)); gone != nil {
 							return gone
 						}
 						return fmt.Errorf("%s; nothing was cleared", sessionError("sessions drop", id, err))
@@ -142,7 +142,7 @@ func sessionAct(ctx context.Context, c *cli.Command, stdout io.Writer, verb stri
 		return err
 	}
 	fail := func(err error) error {
-		if gone := goneError(id, err); gone != nil {
+		if gone := goneError(id, err, zoneOf(c)); gone != nil {
 			return gone
 		}
 		return sessionError("sessions "+verb, id, err)
@@ -236,7 +236,7 @@ var sessionPrefixRE = regexp.MustCompile(`^ses_[0-9a-f]{0,32}$`)
 // goneError explains a 410: the session was cleared or pruned. An
 // operator's answer carries the whole tombstone (by, reason, removed),
 // which it tells too. It is nil when err is no 410.
-func goneError(id string, err error) error {
+func goneError(id string, err error, zone *time.Location) error {
 	var pe *client.Error
 	if !errors.As(err, &pe) || pe.Code != "gone" {
 		return nil
@@ -245,7 +245,7 @@ func goneError(id string, err error) error {
 	if t == nil {
 		return fmt.Errorf("session %s is gone: %s", id, describeProblem(pe))
 	}
-	msg := fmt.Sprintf("session %s is gone: %s at %s", id, t.Kind, t.At.Local().Format(time.DateTime))
+	msg := fmt.Sprintf("session %s is gone: %s at %s", id, t.Kind, stamp(t.At, zone))
 	if t.By != "" {
 		msg += " by " + t.By
 	}

@@ -13,13 +13,12 @@ import (
 // printSessionView is `sessions show` for a person: a "key  value" block
 // (identity, agent, run, validity, latest checkpoint with its blocker,
 // next action and recovery, the resume verdict), then the leases held and
-// the latest events as tables.
-func printSessionView(w io.Writer, v *sessionView) error {
+// the latest events as tables; times in now's zone.
+func printSessionView(w io.Writer, v *sessionView, now time.Time) error {
 	d, err := decodeView(v)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
 	s := &d.session
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
@@ -49,13 +48,13 @@ func printSessionView(w io.Writer, v *sessionView) error {
 	printResume(row, s, d)
 	tw.Flush()
 	printHeldLeases(w, d.leases, now)
-	printShowEvents(w, d.events)
+	printShowEvents(w, d.events, now.Location())
 	return nil
 }
 
-// when is a time for a person: local, with how long ago.
+// when is a time for a person, in now's zone, with how long ago.
 func when(t time.Time, now time.Time) string {
-	return t.Local().Format(time.DateTime) + " (" + age(now.Sub(t)) + " ago)"
+	return stamp(t, now.Location()) + " (" + age(now.Sub(t)) + " ago)"
 }
 
 // printRun tells the agent and its run: live, unresponsive since when,
@@ -230,14 +229,14 @@ func printHeldLeases(w io.Writer, leases []checkpointd.Lease, now time.Time) {
 	tw.Flush()
 }
 
-func printShowEvents(w io.Writer, events []checkpointd.Event) {
+func printShowEvents(w io.Writer, events []checkpointd.Event, zone *time.Location) {
 	if len(events) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "latest events (all: checkpointd events %s):\n", events[0].SessionID)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, e := range events {
-		fmt.Fprintln(tw, "  "+eventLine(&e))
+		fmt.Fprintln(tw, "  "+eventLine(&e, zone))
 	}
 	tw.Flush()
 }

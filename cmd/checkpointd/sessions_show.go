@@ -56,7 +56,7 @@ func sessionsShow(ctx context.Context, c *cli.Command, stdout io.Writer) error {
 	}
 	v, err := readSession(ctx, cl, id, c.Int("events"))
 	if err != nil {
-		if gone := goneError(id, err); gone != nil {
+		if gone := goneError(id, err, zoneOf(c)); gone != nil {
 			return gone
 		}
 		return sessionError("sessions show", id, err)
@@ -68,7 +68,7 @@ func sessionsShow(ctx context.Context, c *cli.Command, stdout io.Writer) error {
 		}
 		return printAnswer(c, stdout, b)
 	}
-	return printSessionView(stdout, v)
+	return printSessionView(stdout, v, nowIn(c))
 }
 
 // readSession reads the parts of a sessionView. Only the session itself

@@ -12,21 +12,22 @@ import (
 	"github.com/checkpointd/checkpointd/internal/present"
 )
 
-// The session table. A session id is 36 characters and never cut, so a
-// line of every column of the fleet view (14) cannot fit 120 columns: the
-// default table keeps the columns an operator scans a fleet by (who works
-// where, alive or not, at which stage, how old, valid or not, waiting on
-// whom) and fits them in lsWidth by cutting the widest values with an
-// ellipsis, only as much as needed; --wide adds role, instance,
-// completeness, next actor and leases, and cuts nothing.
+// The session table. Every column of the fleet view (14) cannot fit 120
+// columns: the default table keeps the columns an operator scans a fleet
+// by (who works where, alive or not, at which stage, how old, valid or
+// not, waiting on whom), shows the session id short (present.ShortID: a
+// prefix every command takes) and fits the line in lsWidth by cutting the
+// widest values with an ellipsis, only as much as needed; --wide shows the
+// whole id and adds role, instance, completeness, next actor and leases,
+// and cuts nothing.
 
 // lsWidth is the line the default table fits in.
 const lsWidth = 120
 
 // lsColumn is one column of the table: its header, its value for a
 // session, the width it may be cut down to (0: never cut, as the id) and
-// whether only --wide shows it. The repo and target keep more than the
-// agent and stage: they say what the work is.
+// whether only --wide shows it. The repo, target and stage keep the most:
+// they say what the work is and where it stands.
 type lsColumn struct {
 	header string
 	value  func(s *checkpointd.Session, now time.Time, wide bool) string
@@ -35,14 +36,14 @@ type lsColumn struct {
 }
 
 var lsColumns = []lsColumn{
-	{"SESSION", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.ID }, 0, false},
-	{"REPO", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.Repo }, 13, false},
-	{"TARGET", func(s *checkpointd.Session, _ time.Time, _ bool) string { return target(s) }, 9, false},
+	{"SESSION", sessionID, 0, false},
+	{"REPO", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.Repo }, 14, false},
+	{"TARGET", func(s *checkpointd.Session, _ time.Time, _ bool) string { return target(s) }, 14, false},
 	{"ROLE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return s.Role }, 6, true},
 	{"AGENT", func(s *checkpointd.Session, _ time.Time, _ bool) string { return agentName(s) }, 8, false},
 	{"INSTANCE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return agentOf(s).Instance }, 8, true},
 	{"LIVE", liveness, 0, false},
-	{"STAGE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return latestStage(s) }, 8, false},
+	{"STAGE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return latestStage(s) }, 17, false},
 	{"AGE", checkpointAge, 0, false},
 	{"COMPLETE", func(s *checkpointd.Session, _ time.Time, _ bool) string { return completeness(s) }, 0, true},
 	{"VALIDITY", func(s *checkpointd.Session, _ time.Time, _ bool) string { return string(s.Validity) }, 0, false},
@@ -94,8 +95,9 @@ func printSessions(w io.Writer, items []checkpointd.Session, now time.Time, wide
 }
 
 // fitColumns cuts the values of the columns that may be cut so that a
-// line fits in width: the widest such column loses a character at a time,
-// down to its cut width, until the line fits or nothing can be cut.
+// line fits in width: the column furthest over its cut width loses a
+// character at a time, down to that width, until the line fits or nothing
+// can be cut. So a long agent name gives way before a stage does.
 func fitColumns(cols []lsColumn, rows [][]string, width int) {
 	widths := make([]int, len(cols))
 	for _, row := range rows {
@@ -108,16 +110,16 @@ func fitColumns(cols []lsColumn, rows [][]string, width int) {
 		total += n
 	}
 	for total > width {
-		widest := -1
+		most, over := -1, 0
 		for j, col := range cols {
-			if col.cut > 0 && widths[j] > max(col.cut, len(col.header)) && (widest < 0 || widths[j] > widths[widest]) {
-				widest = j
+			if n := widths[j] - max(col.cut, len(col.header)); col.cut > 0 && n > over {
+				most, over = j, n
 			}
 		}
-		if widest < 0 {
+		if most < 0 {
 			break
 		}
-		widths[widest]--
+		widths[most]--
 		total--
 	}
 	for _, row := range rows[1:] {
@@ -134,6 +136,14 @@ func ellipsis(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// sessionID is the id as the table shows it: short, whole with --wide.
+func sessionID(s *checkpointd.Session, _ time.Time, wide bool) string {
+	if wide {
+		return s.ID
+	}
+	return present.ShortID(s.ID)
 }
 
 // target is present.Target, "-" for none (a column is never empty).

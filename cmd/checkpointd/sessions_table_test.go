@@ -10,11 +10,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/internal/present"
 )
 
 // TestSessionsTableFits: the default table cuts the widest values with an
-// ellipsis until a line fits 120 columns, never the id; --wide cuts
-// nothing; LIVE says live, unresponsive with the last sighting's age,
+// ellipsis until a line fits 120 columns, never the (short) id; --wide
+// shows the whole id and cuts nothing; the stage and target keep what
+// the old 36-character id took from them; LIVE says live, unresponsive with the last sighting's age,
 // parked or ended.
 func TestSessionsTableFits(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -50,10 +52,13 @@ func TestSessionsTableFits(t *testing.T) {
 	if diff := cmp.Diff([]string{"LIVE", "unresp", "live", "parked", "ended"}, live); diff != "" {
 		t.Errorf("LIVE (-want +got):\n%s\n%s", diff, out.String())
 	}
-	for _, it := range items {
-		if !strings.Contains(out.String(), it.ID+"  ") {
-			t.Errorf("id %s cut or missing:\n%s", it.ID, out.String())
+	for i, it := range items {
+		if !strings.HasPrefix(lines[i+1], present.ShortID(it.ID)+"  ") || strings.Contains(out.String(), it.ID) {
+			t.Errorf("id %s not short, cut or missing:\n%s", it.ID, out.String())
 		}
+	}
+	if !strings.Contains(lines[1], "review_requested") || !strings.Contains(lines[1], "#12 feature-") {
+		t.Errorf("the long row cut the stage or the target short: %s", lines[1])
 	}
 	if !strings.Contains(lines[1], "unresp 3h") || !strings.Contains(lines[1], "…") || !strings.Contains(lines[1], "12m") {
 		t.Errorf("the long row is not cut, or lost its liveness or age: %s", lines[1])
@@ -61,7 +66,7 @@ func TestSessionsTableFits(t *testing.T) {
 	out.Reset()
 	printSessions(&out, items, now, true, false)
 	if !strings.Contains(out.String(), "acme/"+long) || !strings.Contains(out.String(), "unresponsive (3h)") ||
-		!strings.Contains(out.String(), "host-9/pid-1") || strings.Contains(out.String(), "…") {
+		!strings.Contains(out.String(), "host-9/pid-1") || strings.Contains(out.String(), "…") || !strings.Contains(out.String(), items[0].ID+"  ") {
 		t.Errorf("--wide:\n%s", out.String())
 	}
 }

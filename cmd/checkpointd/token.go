@@ -94,7 +94,7 @@ func tokenCommand(dataFlags []cli.Flag, stdout, stderr io.Writer) *cli.Command {
 					}
 					expires := ""
 					if t.ExpiresAt != nil {
-						expires = ", expires " + t.ExpiresAt.Format(time.RFC3339)
+						expires = ", expires " + stamp(*t.ExpiresAt, zoneOf(c))
 					}
 					fmt.Fprintf(stdout, "created %s token %s (%s%s)\n", t.Role, t.ID, t.Name, expires)
 					fmt.Fprintln(stdout, secret)
@@ -114,7 +114,7 @@ func tokenCommand(dataFlags []cli.Flag, stdout, stderr io.Writer) *cli.Command {
 					if err != nil {
 						return err
 					}
-					printTokens(stdout, tokens)
+					printTokens(stdout, tokens, zoneOf(c))
 					return nil
 				},
 			},
@@ -147,12 +147,12 @@ func tokenCommand(dataFlags []cli.Flag, stdout, stderr io.Writer) *cli.Command {
 }
 
 // printTokens lists tokens as `token list` shows them.
-func printTokens(w io.Writer, tokens []checkpointd.Token) {
+func printTokens(w io.Writer, tokens []checkpointd.Token, zone *time.Location) {
 	at := func(t *time.Time) string {
 		if t == nil {
 			return "-"
 		}
-		return t.UTC().Format("2006-01-02T15:04:05Z")
+		return stamp(*t, zone)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tROLE\tSCOPE\tCREATED\tEXPIRES\tLAST USED\tREVOKED")

@@ -34,8 +34,9 @@ func listRow(t *testing.T, out, id string) []string {
 	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "ID NAME ROLE SCOPE CREATED EXPIRES LAST USED REVOKED" {
 		t.Errorf("list header %q", lines[0])
 	}
+	// Columns are two spaces or more apart; a time has single spaces.
 	for _, l := range lines[1:] {
-		if f := strings.Fields(l); len(f) > 0 && f[0] == id {
+		if f := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(l), -1); len(f) > 0 && f[0] == id {
 			return f
 		}
 	}
@@ -152,11 +153,11 @@ func TestTokenCreateExpiresAndWarns(t *testing.T) {
 		t.Fatalf("token create: %v\n%s", err, errOut)
 	}
 	before, _ := lastLine(t, out)
-	m := regexp.MustCompile(`^created agent token (\S+) \(y, expires (\S+)\)$`).FindStringSubmatch(before[0])
+	m := regexp.MustCompile(`^created agent token (\S+) \(y, expires ([^)]+)\)$`).FindStringSubmatch(before[0])
 	if m == nil {
 		t.Fatalf("create printed %q", before)
 	}
-	if at, err := time.Parse(time.RFC3339, m[2]); err != nil || at.Sub(time.Now()) < 59*time.Minute || at.Sub(time.Now()) > time.Hour {
+	if at, err := time.ParseInLocation(timeLayout, m[2], time.Local); err != nil || at.Sub(time.Now()) < 59*time.Minute || at.Sub(time.Now()) > time.Hour {
 		t.Errorf("expires %q (%v), want an hour from now", m[2], err)
 	}
 	if !strings.Contains(errOut, "warning: this agent token may act on every repo") {

@@ -40,7 +40,7 @@ func watchCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Flag
 			if err != nil {
 				return err
 			}
-			p := &watchPrinter{w: stdout, json: forScripts(c), left: c.Int("count")}
+			p := &watchPrinter{w: stdout, json: forScripts(c), left: c.Int("count"), zone: zoneOf(c)}
 			for ev, err := range cl.Watch(ctx, client.WatchOptions{Session: c.String("session"), Repo: c.String("repo")}) {
 				if err != nil {
 					return apiError("watch", err) // a refusal: retrying would be refused the same way
@@ -79,6 +79,7 @@ type watchPrinter struct {
 	w    io.Writer
 	json bool
 	left int // 0: no limit
+	zone *time.Location
 }
 
 func (p *watchPrinter) print(e client.WatchEvent) error {
@@ -91,7 +92,7 @@ func (p *watchPrinter) print(e client.WatchEvent) error {
 		}
 		fmt.Fprintln(p.w, string(b))
 	} else {
-		fmt.Fprintln(p.w, watchLine(e.Type, data))
+		fmt.Fprintln(p.w, watchLine(e.Type, data, p.zone))
 	}
 	if e.Type == "error" || e.Type == "reset" {
 		return nil // not a change; an error also ends the stream: reconnect
@@ -113,11 +114,11 @@ func orEmpty(s string) string {
 
 // watchLine is one change for a person: time, type, repo and session,
 // then what changed.
-func watchLine(typ string, d map[string]any) string {
+func watchLine(typ string, d map[string]any, zone *time.Location) string {
 	str := func(k string) string { s, _ := d[k].(string); return s }
 	at := str("at")
 	if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
-		at = t.UTC().Format(time.RFC3339)
+		at = stamp(t, zone)
 	}
 	var what string
 	switch typ {
