@@ -151,6 +151,12 @@ func (a *api) listLeases(w http.ResponseWriter, r *http.Request) error {
 	if f.SessionID != "" && !checkpointd.ValidID(f.SessionID) {
 		return checkpointd.Invalid("session_id", "not a session id")
 	}
+	if p := q.Get("id_prefix"); p != "" {
+		if !idPrefixPattern.MatchString(p) {
+			return checkpointd.Invalid("id_prefix", "must be the start of a lease id: 1-64 of a-z, 0-9 and _")
+		}
+		f.IDPrefix = p
+	}
 	// A resource is named by kind, repo and number or branch.
 	if num, branch := q.Get("number"), q.Get("branch"); num != "" || branch != "" {
 		res := checkpointd.Resource{Kind: f.Kind, Repo: f.Repo, Branch: branch}

@@ -84,6 +84,9 @@ type LeaseListOptions struct {
 	Branch    string
 	SessionID string
 	State     checkpointd.LeaseState
+	// IDPrefix keeps the leases whose id begins with it (a short id a
+	// person typed).
+	IDPrefix string
 	ListOptions
 }
 
@@ -99,6 +102,7 @@ func (o LeaseListOptions) query() url.Values {
 	set("branch", o.Branch)
 	set("session_id", o.SessionID)
 	set("state", string(o.State))
+	set("id_prefix", o.IDPrefix)
 	if o.Number != 0 {
 		q.Set("number", strconv.FormatInt(o.Number, 10))
 	}

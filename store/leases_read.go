@@ -75,10 +75,13 @@ type LeaseFilter struct {
 	Resource  *checkpointd.Resource // exact resource
 	Kind      checkpointd.ResourceKind
 	SessionID string
-	State     checkpointd.LeaseState
-	Scope     []string // a token's repo scope (nil: all)
-	Before    string   // id of the last lease of the previous page
-	Limit     int
+	// IDPrefix keeps the leases whose id begins with it (a short id a
+	// person typed; the caller checked its characters).
+	IDPrefix string
+	State    checkpointd.LeaseState
+	Scope    []string // a token's repo scope (nil: all)
+	Before   string   // id of the last lease of the previous page
+	Limit    int
 }
 
 // ListLeases lists lease grants, newest first; those whose time ran out
@@ -98,6 +101,9 @@ func (s *Store) ListLeases(ctx context.Context, f LeaseFilter) ([]checkpointd.Le
 	}
 	if f.SessionID != "" {
 		add("session_id = ?", f.SessionID)
+	}
+	if f.IDPrefix != "" {
+		add(`id LIKE ? ESCAPE '\'`, strings.ReplaceAll(f.IDPrefix, "_", `\_`)+"%")
 	}
 	if f.State != "" {
 		add("state = ?", string(f.State))

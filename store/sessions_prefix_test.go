@@ -52,3 +52,37 @@ func TestSessionsByIDPrefix(t *testing.T) {
 		}
 	})
 }
+
+// TestLeasesByIDPrefix: the same for leases.
+func TestLeasesByIDPrefix(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		s := storetest.Open(t, b, checkpointd.NewManualClock(t0))
+		sess := drainSession(t, s, "owner/name", "author", "p")
+		var ids []string
+		for n := range int64(3) {
+			ids = append(ids, acquire(t, s, sess, issueLease(n+1)).ID)
+		}
+		find := func(prefix string) []string {
+			t.Helper()
+			got, err := s.ListLeases(ctx, store.LeaseFilter{IDPrefix: prefix, Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, g := range got {
+				out = append(out, g.ID)
+			}
+			return out
+		}
+		if got := find(ids[1][:20]); len(got) != 1 || got[0] != ids[1] {
+			t.Errorf("a short id: %v, want %s", got, ids[1])
+		}
+		if got := find("lse_"); len(got) != 3 {
+			t.Errorf("lse_: %v, want all 3", got)
+		}
+		if got := find("ls_"); len(got) != 0 {
+			t.Errorf("ls_ matched %v: _ must match only itself", got)
+		}
+	})
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
+	"github.com/checkpointd/checkpointd/internal/present"
 )
 
 // leasesCommand lists the leases of a running daemon (reader) and
@@ -32,7 +33,7 @@ func leasesCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 				Usage: "list leases, newest first (GET /v1/leases)",
 				Flags: withJSON(
 					&cli.StringFlag{Name: "repo", Usage: "owner/name"},
-					&cli.StringFlag{Name: "session", Usage: "a session id: its leases only"},
+					&cli.StringFlag{Name: "session", Usage: "a session id (or its start): its leases only"},
 					&cli.StringFlag{Name: "kind", Usage: "issue, pr or branch"},
 					&cli.StringFlag{Name: "state", Usage: "held, released or expired"},
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many leases (1-500)"},
@@ -44,6 +45,11 @@ func leasesCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 					cl, err := newReaderClient(c)
 					if err != nil {
 						return err
+					}
+					if opts.SessionID != "" {
+						if opts.SessionID, err = resolveSession(ctx, c, cl, opts.SessionID); err != nil {
+							return err
+						}
 					}
 					if forScripts(c) {
 						q := url.Values{}
@@ -63,7 +69,7 @@ func leasesCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 					if err != nil {
 						return apiError("leases ls", err)
 					}
-					printLeases(stdout, page.Items, time.Now())
+					printLeases(stdout, page.Items, time.Now(), outputOf(c) == "wide")
 					if page.NextCursor != "" {
 						fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
 					}
@@ -79,8 +85,11 @@ func leasesCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 					if c.Args().Len() != 1 {
 						return argError(c, "want exactly one lease id")
 					}
-					id := c.Args().First()
 					cl, err := newOperatorClient(c)
+					if err != nil {
+						return err
+					}
+					id, err := resolveLease(ctx, c, cl, c.Args().First())
 					if err != nil {
 						return err
 					}
@@ -102,7 +111,13 @@ func leasesCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 	}
 }
 
-func printLeases(w io.Writer, items []checkpointd.Lease, now time.Time) {
+// printLeases lists leases as `leases ls` shows them: ids short (whole
+// with -o wide), as `sessions ls` shows them.
+func printLeases(w io.Writer, items []checkpointd.Lease, now time.Time, wide bool) {
+	short := present.ShortID
+	if wide {
+		short = func(id string) string { return id }
+	}
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no leases")
 		return
@@ -119,7 +134,7 @@ func printLeases(w io.Writer, items []checkpointd.Lease, now time.Time) {
 		case l.EndedAt != nil:
 			until = age(now.Sub(*l.EndedAt)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, ellipsis(resourceName(l.Resource), 24), l.Holder.SessionID,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", short(l.ID), ellipsis(resourceName(l.Resource), 24), short(l.Holder.SessionID),
 			l.FencingToken, state, until)
 	}
 	tw.Flush()
@@ -135,4 +150,21 @@ func resourceName(r checkpointd.Resource) string {
 		return r.Repo + "!" + strconv.FormatInt(r.Number, 10)
 	}
 	return r.Repo + "@" + r.Branch
+}
+
+// resolveLease is the whole id of the lease a person named (resolveID),
+// in any state, in the token's scope.
+func resolveLease(ctx context.Context, c *cli.Command, cl *client.Client, arg string) (string, error) {
+	return resolveID(c, arg, idKind{prefix: checkpointd.PrefixLease, noun: "lease", list: "checkpointd leases ls",
+		find: func(prefix string) ([]string, bool, error) {
+			page, err := cl.Leases().List(ctx, client.LeaseListOptions{IDPrefix: prefix, ListOptions: client.ListOptions{Limit: 3}})
+			if err != nil {
+				return nil, false, err
+			}
+			ids := make([]string, len(page.Items))
+			for i, l := range page.Items {
+				ids[i] = l.ID
+			}
+			return ids, page.NextCursor != "", nil
+		}})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/internal/present"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -22,8 +23,17 @@ func TestLeasesCommand(t *testing.T) {
 		f := newFleet(t, b)
 		out, err := f.cli(t, "leases", "ls")
 		if err != nil || !strings.Contains(out, "LEASE") || !strings.Contains(row(out, f.leaseID), "acme/widgets!7") ||
-			!strings.Contains(row(out, f.leaseID), f.stale.id) || !strings.Contains(row(out, f.leaseID), "held") {
-			t.Errorf("leases ls: %v\n%s", err, out)
+			!strings.Contains(row(out, f.leaseID), present.ShortID(f.stale.id)) || !strings.Contains(row(out, f.leaseID), "held") ||
+			strings.Contains(out, f.leaseID) || strings.Contains(out, f.stale.id) {
+			t.Errorf("leases ls (ids short): %v\n%s", err, out)
+		}
+		out, err = f.cli(t, "leases", "ls", "-o", "wide")
+		if err != nil || !strings.Contains(row(out, f.leaseID), f.leaseID+"  ") || !strings.Contains(row(out, f.leaseID), f.stale.id) {
+			t.Errorf("leases ls -o wide (ids whole): %v\n%s", err, out)
+		}
+		out, err = f.cli(t, "leases", "ls", "--session", present.ShortID(f.stale.id), "--json")
+		if err != nil || !strings.Contains(out, f.leaseID) {
+			t.Errorf("leases ls --session SHORT: %v\n%s", err, out)
 		}
 		out, err = f.cli(t, "leases", "ls", "--session", f.l.id)
 		if err != nil || strings.TrimSpace(out) != "no leases" {
@@ -40,7 +50,13 @@ func TestLeasesCommand(t *testing.T) {
 		if _, err := f.cli(t, "leases", "release", f.leaseID, "--token", f.reader); err == nil || !strings.Contains(err.Error(), "403") {
 			t.Errorf("leases release with a reader token: %v", err)
 		}
-		out, err = f.cli(t, "leases", "release", f.leaseID)
+		if _, err := f.cli(t, "leases", "release", "0123"); err == nil || !strings.Contains(err.Error(), "no lease in the token's scope has an id that begins with lse_0123") {
+			t.Errorf("leases release of a prefix nothing has: %v", err)
+		}
+		if _, err := f.cli(t, "leases", "release", "lse_xyz"); err == nil || !strings.Contains(err.Error(), `"lse_xyz" is not a lease id nor the start of one`) {
+			t.Errorf("leases release of no id: %v", err)
+		}
+		out, err = f.cli(t, "leases", "release", present.ShortID(f.leaseID))
 		if err != nil || !strings.Contains(out, "lease "+f.leaseID+" released") {
 			t.Fatalf("leases release: %v\n%s", err, out)
 		}

@@ -192,46 +192,74 @@ func sessionArg(c *cli.Command) (string, error) {
 	return c.Args().First(), nil
 }
 
-// resolveSession is the whole id of the session a person named, as
-// kubectl takes a unique prefix: a whole session id is taken as it is;
-// the start of one (with or without "ses_") names the one session, in any
-// state, whose id begins with it, or is refused: none begins with it, or
-// several do (named, so the next try can be longer).
+// resolveSession is the whole id of the session a person named
+// (resolveID): in any state, in the token's scope.
 func resolveSession(ctx context.Context, c *cli.Command, cl *client.Client, arg string) (string, error) {
-	const whole = len(checkpointd.PrefixSession) + 32
-	if len(arg) == whole && strings.HasPrefix(arg, checkpointd.PrefixSession) {
+	return resolveID(c, arg, idKind{prefix: checkpointd.PrefixSession, noun: "session", list: "checkpointd sessions ls --all",
+		find: func(prefix string) ([]string, bool, error) {
+			page, err := cl.Sessions().List(ctx, client.SessionListOptions{IDPrefix: prefix, ListOptions: client.ListOptions{Limit: 3}})
+			if err != nil {
+				return nil, false, err
+			}
+			ids := make([]string, len(page.Items))
+			for i, s := range page.Items {
+				ids[i] = s.ID
+			}
+			return ids, page.NextCursor != "", nil
+		}})
+}
+
+// idKind is what resolveID needs to know of one kind of id: its prefix,
+// its name, the command that lists them, and how to find the ids that
+// begin with a prefix (a few of them, and whether there are more).
+type idKind struct {
+	prefix, noun, list string
+	// local says the ids are the database's own (tokens), not those in
+	// the token's scope.
+	local bool
+	find  func(prefix string) (ids []string, more bool, err error)
+}
+
+// resolveID is the whole id a person named, as kubectl takes a unique
+// prefix: a whole id is taken as it is; the start of one (with or
+// without its kind's prefix, as tables show ids short) names the one
+// whose id begins with it, or is refused: none begins with it, or
+// several do (named, so the next try can be longer).
+func resolveID(c *cli.Command, arg string, k idKind) (string, error) {
+	whole := len(k.prefix) + 32
+	if len(arg) == whole && strings.HasPrefix(arg, k.prefix) {
 		return arg, nil
 	}
 	prefix := arg
-	if !strings.HasPrefix(prefix, checkpointd.PrefixSession) {
-		prefix = checkpointd.PrefixSession + prefix
+	if !strings.HasPrefix(prefix, k.prefix) {
+		prefix = k.prefix + prefix
 	}
-	if !sessionPrefixRE.MatchString(prefix) {
-		return "", argError(c, fmt.Sprintf("%q is not a session id nor the start of one (ses_ and lowercase hex)", arg))
+	if !hexRE.MatchString(prefix[len(k.prefix):]) || len(prefix) > whole {
+		return "", argError(c, fmt.Sprintf("%q is not a %s id nor the start of one (%s and lowercase hex)", arg, k.noun, k.prefix))
 	}
-	page, err := cl.Sessions().List(ctx, client.SessionListOptions{IDPrefix: prefix, ListOptions: client.ListOptions{Limit: 3}})
+	ids, more, err := k.find(prefix)
 	if err != nil {
 		return "", apiError(strings.TrimSuffix(commandPrefix(c), ": "), err)
 	}
-	switch len(page.Items) {
+	switch len(ids) {
 	case 0:
-		return "", fmt.Errorf("%sno session in the token's scope has an id that begins with %s; list them with: checkpointd sessions ls --all",
-			commandPrefix(c), prefix)
+		where := " in the token's scope"
+		if k.local {
+			where = ""
+		}
+		return "", fmt.Errorf("%sno %s%s has an id that begins with %s; list them with: %s",
+			commandPrefix(c), k.noun, where, prefix, k.list)
 	case 1:
-		return page.Items[0].ID, nil
+		return ids[0], nil
 	}
-	ids := make([]string, len(page.Items))
-	for i, s := range page.Items {
-		ids[i] = s.ID
+	etc := ""
+	if more {
+		etc = ", …"
 	}
-	more := ""
-	if page.NextCursor != "" {
-		more = ", …"
-	}
-	return "", fmt.Errorf("%s%s is the start of several session ids (%s%s): give more of it", commandPrefix(c), prefix, strings.Join(ids, ", "), more)
+	return "", fmt.Errorf("%s%s is the start of several %s ids (%s%s): give more of it", commandPrefix(c), prefix, k.noun, strings.Join(ids, ", "), etc)
 }
 
-var sessionPrefixRE = regexp.MustCompile(`^ses_[0-9a-f]{0,32}$`)
+var hexRE = regexp.MustCompile(`^[0-9a-f]+$`)
 
 // goneError explains a 410: the session was cleared or pruned. An
 // operator's answer carries the whole tombstone (by, reason, removed),

@@ -120,7 +120,7 @@ func tokenCommand(dataFlags []cli.Flag, stdout, stderr io.Writer) *cli.Command {
 			},
 			{
 				Name:      "revoke",
-				Usage:     "revoke a token by id",
+				Usage:     "revoke a token by id (or its start)",
 				ArgsUsage: "TOKEN_ID",
 				Action: func(ctx context.Context, c *cli.Command) error {
 					id := c.Args().First()
@@ -132,6 +132,20 @@ func tokenCommand(dataFlags []cli.Flag, stdout, stderr io.Writer) *cli.Command {
 						return err
 					}
 					defer s.Close()
+					id, err = resolveID(c, id, idKind{prefix: checkpointd.PrefixToken, noun: "token", list: "checkpointd token list", local: true,
+						find: func(prefix string) ([]string, bool, error) {
+							tokens, err := s.ListTokens(ctx, "", 0)
+							var ids []string
+							for _, t := range tokens {
+								if strings.HasPrefix(t.ID, prefix) {
+									ids = append(ids, t.ID)
+								}
+							}
+							return ids, false, err
+						}})
+					if err != nil {
+						return err
+					}
 					if err := s.RevokeToken(ctx, id); err != nil {
 						if errors.Is(err, checkpointd.ErrNotFound) {
 							return fmt.Errorf("no unrevoked token %s", id)

@@ -100,7 +100,12 @@ func TestTokenLifecycleWhileServing(t *testing.T) {
 			t.Errorf("token list lacks the bootstrap operator:\n%s", out)
 		}
 
-		out, errOut, err = runCLI(t, nil, append(append([]string{"token"}, db...), "revoke", id)...)
+		// A token is named by the start of its id too, without tok_.
+		if _, _, err := runCLI(t, nil, append(append([]string{"token"}, db...), "revoke", "ffff")...); err == nil ||
+			!strings.Contains(err.Error(), "no token has an id that begins with tok_ffff") {
+			t.Errorf("token revoke of a prefix nothing has: %v", err)
+		}
+		out, errOut, err = runCLI(t, nil, append(append([]string{"token"}, db...), "revoke", strings.TrimPrefix(id, "tok_")[:16])...)
 		if err != nil {
 			t.Fatalf("token revoke: %v\n%s", err, errOut)
 		}
@@ -241,9 +246,13 @@ func TestTokenCreateRejectsBadInput(t *testing.T) {
 		if _, _, err := runCLI(t, nil, "migrate", "--data-dir", dir); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := runCLI(t, nil, "token", "--data-dir", dir, "revoke", "tok_doesnotexist")
+		_, _, err := runCLI(t, nil, "token", "--data-dir", dir, "revoke", "tok_"+strings.Repeat("0", 32))
 		if err == nil || !strings.Contains(err.Error(), "no unrevoked token") {
 			t.Errorf("revoke of an unknown id: %v, want no unrevoked token", err)
+		}
+		_, _, err = runCLI(t, nil, "token", "--data-dir", dir, "revoke", "tok_doesnotexist")
+		if err == nil || !strings.Contains(err.Error(), `"tok_doesnotexist" is not a token id nor the start of one`) {
+			t.Errorf("revoke of no id: %v", err)
 		}
 	})
 }
