@@ -11,6 +11,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
+	"github.com/checkpointd/checkpointd/internal/present"
 )
 
 // errNoDrain reports a status or wait with no drain open.
@@ -169,13 +170,13 @@ func printBlocking(w io.Writer, bs []checkpointd.DrainBlocker, total int64) {
 		if b.Unblock != nil {
 			action = string(b.Unblock.Action)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.SessionID, b.Repo, b.Role, strings.Join(reasons, "; "), action)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", present.ShortID(b.SessionID), b.Repo, b.Role, strings.Join(reasons, "; "), action)
 	}
 	tw.Flush()
 	// Then the action in words, naming the session's own command.
 	for _, b := range bs {
 		if b.Unblock != nil {
-			fmt.Fprintf(w, "  %s: %s\n", b.SessionID, b.Unblock.Detail)
+			fmt.Fprintf(w, "  %s: %s\n", present.ShortID(b.SessionID), b.Unblock.Detail)
 		}
 	}
 	if more := total - int64(len(bs)); more > 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/internal/present"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -42,7 +43,7 @@ func TestDrainCommand(t *testing.T) {
 		call(t, "POST", d.URL+"/v1/sessions", op, sessionBody).expect(t, http.StatusServiceUnavailable)
 
 		out, err = cli("status")
-		if err != nil || !strings.Contains(out, "ready 0/1  blocking 1") || !strings.Contains(out, sess.id) ||
+		if err != nil || !strings.Contains(out, "ready 0/1  blocking 1") || !strings.Contains(out, present.ShortID(sess.id)+"  ") ||
 			!strings.Contains(out, "no_checkpoint_since_drain") || !strings.Contains(out, "TO UNBLOCK") ||
 			!strings.Contains(out, "write_checkpoint") || !strings.Contains(out, "note: no forge (--gitea-url) and no webhook secret") {
 			t.Errorf("drain status: %v\n%s", err, out)
@@ -56,7 +57,7 @@ func TestDrainCommand(t *testing.T) {
 			t.Errorf("drain status --json: %v\n%s", err, out)
 		}
 		out, err = cli("complete")
-		if err == nil || !strings.Contains(err.Error(), "drain blocked: 1 of 1") || !strings.Contains(out, sess.id) {
+		if err == nil || !strings.Contains(err.Error(), "drain blocked: 1 of 1") || !strings.Contains(out, present.ShortID(sess.id)) {
 			t.Errorf("drain complete while blocked: %v\n%s", err, out)
 		}
 		out, err = cli("status", "--wait", "--timeout", "300ms", "--interval", "50ms")

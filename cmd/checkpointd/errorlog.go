@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/checkpointd/checkpointd"
 	"github.com/checkpointd/checkpointd/client"
+	"github.com/checkpointd/checkpointd/internal/present"
 )
 
 // errorsScanMax bounds the records `errors --session/--repo` reads: GET
@@ -32,7 +34,7 @@ func errorsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 		Flags: flags(
 			&cli.StringFlag{Name: "source", Usage: "checkpoint_write, reconcile or webhook"},
 			&cli.StringFlag{Name: "since", Usage: "only records at or after this RFC 3339 time, or this long ago (e.g. 1h)"},
-			&cli.StringFlag{Name: "session", Usage: "only records about this session (filtered here, over the newest 5000 records)"},
+			&cli.StringFlag{Name: "session", Usage: "only records about this session, or those whose id begins with it (filtered here, over the newest 5000 records)"},
 			&cli.StringFlag{Name: "repo", Usage: "only records about this owner/name (filtered here, over the newest 5000 records)"},
 			&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many records (1-500)"},
 			&cli.StringFlag{Name: "cursor", Usage: "the cursor a previous page printed (without --session and --repo)"}),
@@ -49,6 +51,11 @@ func errorsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 				}
 			}
 			session, repo := c.String("session"), c.String("repo")
+			// A session as tables show it (short, without ses_) or whole:
+			// the records whose session id begins with it.
+			if session != "" && !strings.HasPrefix(session, checkpointd.PrefixSession) {
+				session = checkpointd.PrefixSession + session
+			}
 			filtered := session != "" || repo != ""
 			if filtered && opts.Cursor != "" {
 				return argError(c, "--cursor pages the unfiltered log: give it without --session and --repo")
@@ -89,7 +96,7 @@ func errorsCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.Fla
 					capped = true
 					break
 				}
-				if (session == "" || rec.SessionID == session) && (repo == "" || rec.Repo == repo) {
+				if (session == "" || strings.HasPrefix(rec.SessionID, session)) && (repo == "" || rec.Repo == repo) {
 					if items = append(items, rec); len(items) >= want {
 						break
 					}
@@ -136,7 +143,7 @@ func printErrors(w io.Writer, items []checkpointd.ErrorRecord, zone *time.Locati
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tCODE\tABOUT\tDETAIL")
 	for _, e := range items {
-		about := e.SessionID
+		about := present.ShortID(e.SessionID)
 		if about == "" {
 			about = e.Repo
 		}

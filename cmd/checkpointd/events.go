@@ -109,14 +109,14 @@ func followEvents(ctx context.Context, cl *client.Client, id string, after int64
 	}
 }
 
-// eventLine is one event for a person: seq, time, kind, run, and a short
-// summary of its data.
+// eventLine is one event for a person: seq, time, kind, run (its id
+// short, as tables show ids), and a short summary of its data.
 func eventLine(e *checkpointd.Event, zone *time.Location) string {
-	run := e.RunID
+	run := present.ShortID(e.RunID)
 	if run == "" {
 		run = "-"
 	}
-	return fmt.Sprintf("%5d  %s  %-23s  %-36s  %s", e.Seq, stamp(e.At, zone), e.Kind, run, dataSummary(e.Data))
+	return fmt.Sprintf("%5d  %s  %-23s  %-16s  %s", e.Seq, stamp(e.At, zone), e.Kind, run, dataSummary(e.Data))
 }
 
 // dataSummary is an event's data in one line cut to 100 characters
