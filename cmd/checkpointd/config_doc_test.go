@@ -69,12 +69,16 @@ func TestConfigurationDocumented(t *testing.T) {
 // section returns the section of path, else of its nearest parent command
 // that has one (a group of subcommands may share a section).
 func section(sections map[string]string, path string) (string, bool) {
-	for p := path; strings.Contains(p, " "); p = p[:strings.LastIndex(p, " ")] {
+	for p := path; ; {
 		if text, ok := sections[p]; ok {
 			return text, true
 		}
+		i := strings.LastIndex(p, " ")
+		if i < 0 {
+			return "", false
+		}
+		p = p[:i]
 	}
-	return "", false
 }
 
 // docSections maps "checkpointd CMD …" to the text under the heading that
