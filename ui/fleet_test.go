@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,7 @@ func waitRow(t *testing.T, ctx context.Context, id, want string) string {
 // unresponsive session is parked.
 func TestFleetAndDrain(t *testing.T) {
 	const window = 2 * time.Second
-	c := newConsoleWith(t, window)
+	c := newConsoleDeps(t, window, func(d *ui.Deps) { d.ForgeURL = "https://git.example" })
 	// B will be unresponsive: it checkpoints, is verified, then goes quiet.
 	b := c.startSession(t, "fix-b", "host-2/pid-2")
 	c.checkpoint(t, b, head(2), "testing", "")
@@ -276,6 +277,12 @@ func TestOtherPagesAndPhone(t *testing.T) {
 	c.checkpoint(t, s, head(1), "implementing", "")
 	ctx := browser(t)
 	c.signIn(t, ctx, c.operator)
+	// A time ahead (the lease's expiry, 600 s away) reads as how soon,
+	// in the server's text and after live.js rewrites it.
+	do(t, ctx, chromedp.Navigate(c.URL+"/ui/leases"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if text := get(t, ctx, chromedp.Text(chromedp.CSS("main table"))); !regexp.MustCompile(`\bin (9|10)m\b`).MatchString(text) || strings.Contains(text, "0s ago") {
+		t.Errorf("the lease's expiry should read in 9m or in 10m: %q", text)
+	}
 	for _, p := range []struct{ path, heading, shows, shot string }{
 		{"/ui/leases", "Leases", "branch acme/widgets fix-p", "leases"},
 		{"/ui/errors", "Errors", "No errors recorded", "errors"},

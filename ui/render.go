@@ -146,7 +146,11 @@ var funcs = template.FuncMap{
 		return t.UTC().Format(time.RFC3339)
 	},
 	"ago": ago,
+	// agoText is how long ago t was, or how soon it comes ("in 9m").
 	"agoText": func(t time.Time) string {
+		if d := time.Until(t); d > time.Second {
+			return "in " + present.Age(d)
+		}
 		if a := ago(t); a != "now" {
 			return a + " ago"
 		}

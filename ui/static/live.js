@@ -4,12 +4,12 @@
 // themselves from the change feed.
 (function () {
   "use strict";
+  // ago is how long ago, or for a time ahead (a lease's expiry) how soon.
   function ago(ms) {
-    var s = Math.max(0, Math.round(ms / 1000));
-    if (s < 60) { return s + "s ago"; }
-    if (s < 3600) { return Math.floor(s / 60) + "m ago"; }
-    if (s < 86400) { return Math.floor(s / 3600) + "h ago"; }
-    return Math.floor(s / 86400) + "d ago";
+    var ahead = ms < 0, s = Math.round(Math.abs(ms) / 1000), n;
+    if (s < 60) { n = s + "s"; } else if (s < 3600) { n = Math.floor(s / 60) + "m"; }
+    else if (s < 86400) { n = Math.floor(s / 3600) + "h"; } else { n = Math.floor(s / 86400) + "d"; }
+    return ahead ? "in " + n : n + " ago";
   }
   function localTimes(root) {
     root.querySelectorAll("time[datetime]").forEach(function (el) {
