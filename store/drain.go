@@ -400,7 +400,7 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 }
 
 // countDrain counts the active sessions (kept by triggers in
-// active_sessions) and, over the partial index, the blocking ones.
+// session_counts) and, over the partial index, the blocking ones.
 func (s *Store) countDrain(ctx context.Context, tx *sqlx.Tx) (c checkpointd.DrainCounts, err error) {
 	if c.Active, err = countActive(ctx, tx); err != nil {
 		return c, err
@@ -414,7 +414,7 @@ func (s *Store) countDrain(ctx context.Context, tx *sqlx.Tx) (c checkpointd.Drai
 
 func countActive(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
 	var n int64
-	err := sqlx.GetContext(ctx, q, &n, `SELECT COALESCE(SUM(n), 0) FROM active_sessions`)
+	err := sqlx.GetContext(ctx, q, &n, `SELECT COALESCE(SUM(n), 0) FROM session_counts`)
 	return n, err
 }
 

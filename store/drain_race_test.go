@@ -31,7 +31,7 @@ func takeOver(ctx context.Context, s *store.Store, sess *checkpointd.Session) er
 // "not draining" check while a drain started and completed on another
 // replica is either refused or seen by the completion — never passed
 // over. Each window is held open deterministically: the create by a raw
-// transaction holding the active_sessions rows its trigger must update
+// transaction holding the session_counts rows its trigger must update
 // (as in issue 13), the takeover by a pause after its check (it needs no
 // row before the session's, which the completion needs too), the drain's
 // start by a raw transaction holding the row of a session its start must
@@ -47,7 +47,7 @@ func TestDrainCreationRace(t *testing.T) {
 		// the drain starts and completes.
 		drainFirst bool
 		// pause holds the creation open after its check instead of a
-		// raw transaction holding the active_sessions rows.
+		// raw transaction holding the session_counts rows.
 		pause bool
 	}{
 		{"session created across a completion", storetest.Postgres, createSession, false, false},
@@ -119,15 +119,15 @@ func TestDrainCreationRace(t *testing.T) {
 			default:
 				// Every shard row exists, so the create's trigger must
 				// update one of the held rows rather than insert its own.
-				if _, err := raw.ExecContext(ctx, `INSERT INTO active_sessions (shard, n)
-SELECT substr('0123456789abcdef', i, 1), 0 FROM generate_series(1, 16) i ON CONFLICT (shard) DO NOTHING`); err != nil {
+				if _, err := raw.ExecContext(ctx, `INSERT INTO session_counts (shard, validity, parked, n)
+SELECT substr('0123456789abcdef', i, 1), 'unverified', FALSE, 0 FROM generate_series(1, 16) i ON CONFLICT DO NOTHING`); err != nil {
 					t.Fatal(err)
 				}
-				hold := holding(t, url, `SELECT shard FROM active_sessions FOR UPDATE`)
+				hold := holding(t, url, `SELECT shard FROM session_counts FOR UPDATE`)
 				go create()
 				pid := waitBlockedBy(t, raw, backendPID(t, hold), created)
 				if pid == 0 {
-					t.Fatal("the create committed although the active_sessions rows were held")
+					t.Fatal("the create committed although the session_counts rows were held")
 				}
 				go drain()
 				waitBlockedBy(t, raw, pid, drained)
