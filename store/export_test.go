@@ -24,8 +24,8 @@ type PlanQuery struct {
 	Args               []any
 }
 
-// RetentionPlanQueries are the statements retention and session removal
-// run per batch, for the plan test.
+// RetentionPlanQueries are the statements retention, session removal and
+// the liveness pass run per batch, for the plan test.
 func RetentionPlanQueries() []PlanQuery {
 	in := func(q string, args ...any) (string, []any) {
 		q, args, err := sqlx.In(q, args...)
@@ -40,7 +40,7 @@ func RetentionPlanQueries() []PlanQuery {
 	oldDeliveries, delDeliveries := oldestSQL("deliveries", "id", "received_at")
 	deliveries, dargs := in(delDeliveries, ids, int64(5))
 	free, fargs := in(freeSessionResources, ids, ids)
-	return []PlanQuery{
+	qs := []PlanQuery{
 		{"events boundary", selectEventsBoundary, "events_at", []any{int64(5), 499}},
 		{"events delete", deleteEventsThrough, "events_at", []any{int64(4), int64(4), "ses_a", int64(1)}},
 		{"prune candidates", fmt.Sprintf(selectPruneCandidates, ">"), "sessions_pkey", []any{"ses_a", int64(3), 500}},
@@ -60,6 +60,16 @@ func RetentionPlanQueries() []PlanQuery {
 		{"renew resource", renewResource, "lease_resources_pkey", []any{int64(5), "branch:acme/widgets:x", "lea_a"}},
 		{"free resource", freeResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
 		{"bump resource", bumpResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
+	}
+	return append(qs, PlanQuery{"unresponsive candidates", fmt.Sprintf(selectUnresponsive, ""), "sessions_unmarked_seen",
+		[]any{int64(5), int64(5), 200}})
+}
+
+// SQLitePlanForms are the SQLite forms of the plan queries that differ
+// (they name their index: INDEXED BY), by name.
+func SQLitePlanForms() map[string]string {
+	return map[string]string{
+		"unresponsive candidates": fmt.Sprintf(selectUnresponsive, (&Store{dialect: migrations.SQLite}).unmarked()),
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
 )
 
 // Liveness is judged when read (liveness.go): nothing is written when a run
@@ -21,10 +23,14 @@ import (
 // unresponsiveBatch bounds the sessions one pass marks in a transaction.
 const unresponsiveBatch = 200
 
-const selectUnresponsive = `SELECT id, current_run_id, run_seen_at, checkpoint_at FROM sessions
+// selectUnresponsive reads the candidates over sessions_unmarked_seen
+// (migration 00032), oldest sighting first: a range of the runs not yet
+// reported whose recorded sighting is before the cutoff, not a scan of
+// every active session. SQLite is told the index (as with the drain's).
+const selectUnresponsive = `SELECT id, current_run_id, run_seen_at, checkpoint_at FROM sessions%s
 WHERE state = 'active' AND current_run_id <> '' AND unresponsive_run <> current_run_id
   AND run_seen_at < ? AND checkpoint_at < ?
-ORDER BY id LIMIT ?`
+ORDER BY run_seen_at, id LIMIT ?`
 
 const markUnresponsive = `UPDATE sessions SET unresponsive_run = current_run_id, event_seq = event_seq + 1
 WHERE id = ? AND state = 'active' AND current_run_id = ? AND unresponsive_run <> current_run_id
@@ -48,7 +54,7 @@ func (s *Store) MarkUnresponsive(ctx context.Context) (int, error) {
 				SeenAt       int64  `db:"run_seen_at"`
 				CheckpointAt int64  `db:"checkpoint_at"`
 			}
-			if err := tx.SelectContext(ctx, &rows, tx.Rebind(selectUnresponsive), cutoff, cutoff, unresponsiveBatch); err != nil {
+			if err := tx.SelectContext(ctx, &rows, tx.Rebind(fmt.Sprintf(selectUnresponsive, s.unmarked())), cutoff, cutoff, unresponsiveBatch); err != nil {
 				return err
 			}
 			for _, r := range rows {
@@ -74,6 +80,13 @@ func (s *Store) MarkUnresponsive(ctx context.Context) (int, error) {
 			return total, err
 		}
 	}
+}
+
+func (s *Store) unmarked() string {
+	if s.dialect == migrations.SQLite {
+		return ` INDEXED BY sessions_unmarked_seen`
+	}
+	return ""
 }
 
 // RunUnresponsive runs MarkUnresponsive every tenth of the liveness window
