@@ -173,9 +173,8 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 	if d.Decision.Outcome != checkpointd.DrainOutcomeCompleted {
 		a.writeProblem(w, r, &ProblemError{Err: fmt.Errorf("%w: %s", checkpointd.ErrDrainBlocked, blockedDetail(d.Decision)),
 			Extra: a.blockedExtra(d)})
-		// The operator has the whole answer now (it carries its length);
-		// the blocking sessions' logs are told after it.
-		_ = http.NewResponseController(w).Flush()
+		// The blocking sessions' logs are told after the answer, in the
+		// background.
 		a.gate.NoteBlocked(r.Context(), d.ID)
 		return nil
 	}

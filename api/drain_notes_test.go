@@ -2,6 +2,11 @@ package api_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,5 +152,69 @@ func TestDrainWriteFailureAfterConcurrentSuccess(t *testing.T) {
 		if bl := r.get("blocking").([]any); len(bl) != 1 || bl[0].(map[string]any)["write_failure"] != "invalid_checkpoint" {
 			t.Fatalf("blocking: %s", r.raw)
 		}
+	})
+}
+
+// holdingNotes is the real store whose notes of blocked decisions wait
+// for release, after saying they started.
+type holdingNotes struct {
+	*store.Store
+	started chan string
+	release chan struct{}
+}
+
+func (h *holdingNotes) NoteDrainBlocked(ctx context.Context, drainID string) (int, error) {
+	h.started <- drainID
+	if _, open := <-h.release; !open {
+		return 0, nil // the test ended
+	}
+	return h.Store.NoteDrainBlocked(ctx, drainID)
+}
+
+// TestDrainCancelDoesNotWaitForNotes: the notes of a blocked decision
+// (one event per active session: seconds at 100k) are written after the
+// answer and hold back nothing: the operator's next request on the same
+// keep-alive connection — a cancel — is answered while they wait, and
+// they are written all the same.
+func TestDrainCancelDoesNotWaitForNotes(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		s := storetest.Open(t, b, checkpointd.SystemClock{})
+		hold := &holdingNotes{Store: s, started: make(chan string, 1), release: make(chan struct{})}
+		h := newDrainHarness(t, s, hold, nil)
+		a := h.agentSession("author", "acme/widgets", "author", "fix-12") // never checkpointed: it blocks
+		srv := httptest.NewServer(h.handler)
+		defer srv.Close()
+		defer close(hold.release)
+		call := func(path, body string, want int) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+h.operator)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatalf("POST %s: %v", path, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Fatalf("POST %s: %d, want %d", path, resp.StatusCode, want)
+			}
+		}
+		call("/v1/drain", `{"reason":"deploy"}`, http.StatusCreated)
+		// A blocked decision is answered, then noted in the session's log.
+		call("/v1/drain/complete", `{}`, http.StatusConflict)
+		<-hold.started
+		hold.release <- struct{}{}
+		for deadline := time.Now().Add(10 * time.Second); !slices.Contains(h.eventKinds(a), checkpointd.EventDrainBlocked); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the blocked decision was not noted in the blocking session's log")
+			}
+		}
+		// The next decision's notes wait; the cancel after it does not.
+		call("/v1/drain/complete", `{}`, http.StatusConflict)
+		<-hold.started
+		call("/v1/drain/cancel", `{}`, http.StatusOK)
 	})
 }

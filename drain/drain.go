@@ -81,6 +81,11 @@ type Gate struct {
 	Log       *slog.Logger
 
 	header header
+	notes  struct {
+		mu      sync.Mutex
+		running bool
+		next    string // the drain to note after the running note
+	}
 }
 
 // Start starts a drain; started is false, with the running drain, when
@@ -160,15 +165,38 @@ func (g *Gate) Complete(ctx context.Context, c store.DrainCompletion) (*checkpoi
 }
 
 // NoteBlocked records a blocked decision in the blocking sessions' logs
-// (store.NoteDrainBlocked), detached from the caller, within a bound. A
-// failure is logged: the decision itself is on the drain already, and the
-// next decision notes what this one could not.
+// (store.NoteDrainBlocked) in the background, detached from the caller,
+// within a bound, and returns at once: the first decision of a drain notes
+// every active session (seconds at 100k), and nothing — the handler's
+// connection, whose next request may be a cancel — waits for that. One
+// note runs at a time; a decision made meanwhile is noted after it (the
+// latest: a note covers every session). A failure is logged: the decision
+// itself is on the drain already, and the next decision notes what this
+// one could not.
 func (g *Gate) NoteBlocked(ctx context.Context, drainID string) {
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noteTimeout)
-	defer cancel()
-	if n, err := g.Store.NoteDrainBlocked(nctx, drainID); err != nil {
-		g.log().WarnContext(ctx, "drain: recording the blocked decision in the sessions' logs failed; the next decision retries",
-			slog.String("drain", drainID), slog.Int("noted", n), slog.Any("err", err))
+	g.notes.mu.Lock()
+	defer g.notes.mu.Unlock()
+	if g.notes.running {
+		g.notes.next = drainID
+		return
+	}
+	g.notes.running = true
+	go g.noteLoop(context.WithoutCancel(ctx), drainID)
+}
+
+// noteLoop notes drainID, then the decision that came meanwhile, if any.
+func (g *Gate) noteLoop(ctx context.Context, drainID string) {
+	for drainID != "" {
+		nctx, cancel := context.WithTimeout(ctx, noteTimeout)
+		if n, err := g.Store.NoteDrainBlocked(nctx, drainID); err != nil {
+			g.log().WarnContext(ctx, "drain: recording the blocked decision in the sessions' logs failed; the next decision retries",
+				slog.String("drain", drainID), slog.Int("noted", n), slog.Any("err", err))
+		}
+		cancel()
+		g.notes.mu.Lock()
+		drainID, g.notes.next = g.notes.next, ""
+		g.notes.running = drainID != ""
+		g.notes.mu.Unlock()
 	}
 }
 
