@@ -380,7 +380,7 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 		where, args = where+" AND id > ?", append(args, q.After)
 	}
 	if q.Scope != nil {
-		cond, cargs := scopeCondition(q.Scope, "repo_key")
+		cond, cargs := scopeCondition(q.Scope, "repo_key", "repo_owner")
 		where, args = where+" AND "+cond, append(args, cargs...)
 	}
 	var rows []blockerRow

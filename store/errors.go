@@ -114,7 +114,7 @@ func (s *Store) ListErrors(ctx context.Context, f ErrorFilter) ([]checkpointd.Er
 		where, args = append(where, "at >= ?"), append(args, micros(f.Since))
 	}
 	if f.Scope != nil {
-		cond, cargs := scopeCondition(f.Scope, "repo_key")
+		cond, cargs := scopeCondition(f.Scope, "repo_key", "")
 		where, args = append(where, cond), append(args, cargs...)
 	}
 	if f.Before > 0 {

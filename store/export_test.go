@@ -24,9 +24,10 @@ type PlanQuery struct {
 	Args               []any
 }
 
-// RetentionPlanQueries are the statements retention, session removal and
-// the liveness pass run per batch, for the plan test.
-func RetentionPlanQueries() []PlanQuery {
+// PlanQueries are the statements whose cost must not grow with the
+// store — what retention, session removal and the liveness pass run per
+// batch, a list of an owner's sessions — for the plan test.
+func PlanQueries() []PlanQuery {
 	in := func(q string, args ...any) (string, []any) {
 		q, args, err := sqlx.In(q, args...)
 		if err != nil {
@@ -61,6 +62,8 @@ func RetentionPlanQueries() []PlanQuery {
 		{"free resource", freeResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
 		{"bump resource", bumpResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
 	}
+	owner, oargs := listQuery(SessionFilter{State: checkpointd.SessionActive, Repo: "acme/*", Limit: 50}, time.Unix(5, 0), time.Minute)
+	qs = append(qs, PlanQuery{"sessions of an owner", owner, "sessions_owner_id", oargs})
 	return append(qs, PlanQuery{"unresponsive candidates", fmt.Sprintf(selectUnresponsive, ""), "sessions_unmarked_seen",
 		[]any{int64(5), int64(5), 200}})
 }

@@ -109,7 +109,7 @@ func (s *Store) ListLeases(ctx context.Context, f LeaseFilter) ([]checkpointd.Le
 		add("state = ?", string(f.State))
 	}
 	if f.Scope != nil {
-		cond, cargs := scopeCondition(f.Scope, "repo_key")
+		cond, cargs := scopeCondition(f.Scope, "repo_key", "")
 		add(cond, cargs...)
 	}
 	if f.Before != "" {

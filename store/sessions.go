@@ -204,8 +204,10 @@ func (s *Store) getSession(ctx context.Context, id string) (*checkpointd.Session
 }
 
 // scopeCondition turns a token's repo scope (owner/name or owner/*) into a
-// SQL condition on the lower-cased repo key.
-func scopeCondition(scope []string, column string) (string, []any) {
+// SQL condition on the lower-cased repo key column; owner/* compares
+// ownerColumn, when the table has one (sessions.repo_owner, indexed), else
+// a prefix of column.
+func scopeCondition(scope []string, column, ownerColumn string) (string, []any) {
 	if len(scope) == 0 {
 		return "1 = 0", nil
 	}
@@ -213,11 +215,16 @@ func scopeCondition(scope []string, column string) (string, []any) {
 	var args []any
 	for _, sc := range scope {
 		sc = strings.ToLower(sc)
-		if owner, ok := strings.CutSuffix(sc, "/*"); ok {
+		if name, ok := strings.CutSuffix(sc, "/*"); ok {
+			if ownerColumn != "" {
+				parts = append(parts, ownerColumn+" = ?")
+				args = append(args, name)
+				continue
+			}
 			// Owner names cannot contain LIKE wildcards except '_' and the
 			// repo pattern allows '_' and '.', so compare the prefix exactly.
 			parts = append(parts, "substr("+column+", 1, ?) = ?")
-			args = append(args, len(owner)+1, owner+"/")
+			args = append(args, len(name)+1, name+"/")
 		} else {
 			parts = append(parts, column+" = ?")
 			args = append(args, sc)

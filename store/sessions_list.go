@@ -64,11 +64,29 @@ type SessionFilter struct {
 // with state), stage (sessions_stage), waiting_on (sessions_waiting_on, a
 // partial index of the sessions that wait on someone), branch
 // (sessions_branch), issue and pr with a repo (sessions_repo_issue,
-// sessions_repo_pr). owner/* compares a
-// prefix, which no index serves on both engines (their collations differ):
-// it filters rows an index walk in list order reads, stopping at limit.
+// sessions_repo_pr), owner/* (sessions_owner_id, on the generated
+// repo_owner: a range in list order).
 func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpointd.Session, error) {
 	now, window := s.now(), s.liveness()
+	q, args := listQuery(f, now, window)
+	var rows []sessionRow
+	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(q), args...); err != nil {
+		return nil, s.classify(err)
+	}
+	out := make([]checkpointd.Session, len(rows))
+	page := make([]*checkpointd.Session, len(rows))
+	for i := range rows {
+		out[i] = *rows[i].session(now, window)
+		page[i] = &out[i]
+	}
+	if err := s.fillLeases(ctx, now, page); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// listQuery is ListSessions' statement for f at now, with its arguments.
+func listQuery(f SessionFilter, now time.Time, window time.Duration) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v ...any) { where, args = append(where, cond), append(args, v...) }
@@ -76,7 +94,7 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 		add("s.state = ?", string(f.State))
 	}
 	if f.Repo != "" {
-		cond, cargs := scopeCondition([]string{f.Repo}, "s.repo_key")
+		cond, cargs := scopeCondition([]string{f.Repo}, "s.repo_key", "s.repo_owner")
 		add(cond, cargs...)
 	}
 	if f.Validity != "" {
@@ -116,7 +134,7 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 		}
 	}
 	if f.Scope != nil {
-		cond, cargs := scopeCondition(f.Scope, "s.repo_key")
+		cond, cargs := scopeCondition(f.Scope, "s.repo_key", "s.repo_owner")
 		add(cond, cargs...)
 	}
 	order := " ORDER BY s.id DESC LIMIT ?"
@@ -133,21 +151,7 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]checkpoint
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	args = append(args, f.Limit)
-	var rows []sessionRow
-	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(q+order), args...); err != nil {
-		return nil, s.classify(err)
-	}
-	out := make([]checkpointd.Session, len(rows))
-	page := make([]*checkpointd.Session, len(rows))
-	for i := range rows {
-		out[i] = *rows[i].session(now, window)
-		page[i] = &out[i]
-	}
-	if err := s.fillLeases(ctx, now, page); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return q + order, append(args, f.Limit)
 }
 
 // selectHeldLeases reads the leases a page of sessions holds, by

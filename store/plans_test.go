@@ -11,13 +11,14 @@ import (
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
-// TestRetentionPlans: every statement retention runs per batch (and the
-// lease statements that find a grant's resource, and the liveness pass's) searches its index with a
-// bound, on both engines, rather than scanning a table. On PostgreSQL the
+// TestPlansAreBounded: every statement retention runs per batch (and the
+// lease statements that find a grant's resource, the liveness pass's and
+// an owner's list) searches its index with a bound, on both engines,
+// rather than scanning a table. On PostgreSQL the
 // tables are empty, so sequential scans are priced out: the test asks
 // whether the index can bound the search (an Index Cond), which the
 // row-value and OR forms, for one, do not share.
-func TestRetentionPlans(t *testing.T) {
+func TestPlansAreBounded(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		url := storetest.URL(t, b)
 		storetest.OpenURL(t, url, checkpointd.NewManualClock(t0)) // migrates
@@ -34,7 +35,7 @@ func TestRetentionPlans(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, q := range store.RetentionPlanQueries() {
+		for _, q := range store.PlanQueries() {
 			if form, ok := store.SQLitePlanForms()[q.Name]; ok && b == storetest.SQLite {
 				q.Query = form
 			}

@@ -1,0 +1,456 @@
+// Command scale measures what grows with the number of sessions
+// (docs/performance.md, "At scale"):
+//
+//	go run ./scripts/scale -backend sqlite -n 1000,10000,100000
+//	go run ./scripts/scale -backend postgres -n 1000,10000,100000 \
+//	    -pg 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//
+// For each N it starts the daemon (built once) on a fresh database, writes
+// -templates sessions with -checkpoints checkpoints each through the HTTP
+// API, stops it and clones those rows in SQL up to N sessions (ids, runs
+// and repos of their own: one session in 1000 on the repo rare/one, the
+// others over 100 repos), starts the daemon again (the boot, with its
+// reconcile, is timed) and times each request -reps times, printing the
+// median. Everything is on loopback; the PostgreSQL database
+// checkpointd_scale is created and dropped on the server of -pg.
+//
+// Cloned checkpoints keep their template's sealed document, which is
+// sealed to the template session: reading one cloned document would fail
+// as unreadable, so nothing here reads a cloned document; what is measured
+// reads the session rows, their indexes and the counts.
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/lib/pq"
+	_ "modernc.org/sqlite"
+)
+
+func main() {
+	backend := flag.String("backend", "sqlite", "sqlite or postgres")
+	sizes := flag.String("n", "1000,10000", "session counts, comma-separated")
+	pg := flag.String("pg", os.Getenv("CHECKPOINTD_TEST_DATABASE_URL"), "a PostgreSQL URL whose server the scratch database is made on")
+	templates := flag.Int("templates", 20, "sessions written through the API, then cloned")
+	checkpoints := flag.Int("checkpoints", 10, "checkpoints per session")
+	reps := flag.Int("reps", 15, "times each request is timed")
+	flag.Parse()
+	if *backend != "sqlite" && *backend != "postgres" {
+		fail(fmt.Errorf("-backend must be sqlite or postgres"))
+	}
+	if *backend == "postgres" && *pg == "" {
+		fail(fmt.Errorf("-pg (or CHECKPOINTD_TEST_DATABASE_URL) is needed for -backend postgres"))
+	}
+	var ns []int
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < *templates {
+			fail(fmt.Errorf("-n: %q is no count of at least -templates (%d)", f, *templates))
+		}
+		ns = append(ns, n)
+	}
+	work, err := os.MkdirTemp("", "checkpointd-scale-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(work)
+	bin := filepath.Join(work, "checkpointd")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/checkpointd").CombinedOutput(); err != nil {
+		fail(fmt.Errorf("go build: %v\n%s", err, out))
+	}
+	results := map[int]map[string]float64{}
+	for _, n := range ns {
+		r := &run{bin: bin, backend: *backend, pg: *pg, dir: filepath.Join(work, strconv.Itoa(n)), n: n,
+			templates: *templates, checkpoints: *checkpoints, reps: *reps, times: map[string]float64{}}
+		if err := r.measure(context.Background()); err != nil {
+			r.stop()
+			fail(fmt.Errorf("n=%d: %w", n, err))
+		}
+		results[n] = r.times
+	}
+	printTable(os.Stdout, *backend, ns, results)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "scale:", err)
+	os.Exit(1)
+}
+
+// The measurements, in the order of the table.
+var measured = []string{
+	"boot to ready (s)",
+	"GET /v1/fleet",
+	"GET /v1/sessions?limit=50",
+	"GET /v1/sessions?repo=rare/*",
+	"GET /v1/sessions?stage=testing",
+	"GET /v1/drain (none)",
+	"GET /ui/",
+	"GET /metrics",
+	"POST /v1/drain",
+	"GET /v1/drain (running)",
+	"POST /v1/drain/complete (blocked)",
+	"POST /v1/drain/cancel",
+	"POST checkpoint",
+}
+
+// run is one N on one backend.
+type run struct {
+	bin, backend, pg, dir string
+	n, templates          int
+	checkpoints, reps     int
+	times                 map[string]float64 // ms, boot in s
+
+	dbURL    string // PostgreSQL
+	base     string
+	daemon   *exec.Cmd
+	operator string
+	agent    string
+	cookie   *http.Cookie
+	sample   struct{ id, run string }
+}
+
+func (r *run) measure(ctx context.Context) error {
+	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+		return err
+	}
+	if r.backend == "postgres" {
+		u, err := scratchDatabase(r.pg)
+		if err != nil {
+			return err
+		}
+		r.dbURL = u
+		defer dropScratch(r.pg)
+	}
+	if _, err := r.start(); err != nil {
+		return err
+	}
+	if err := r.writeTemplates(ctx); err != nil {
+		return err
+	}
+	r.stop()
+	start := time.Now()
+	if err := r.clone(ctx); err != nil {
+		return fmt.Errorf("clone: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "scale: %s n=%d filled in %s\n", r.backend, r.n, time.Since(start).Round(time.Second))
+	boot, err := r.start()
+	if err != nil {
+		return err
+	}
+	defer r.stop()
+	r.times["boot to ready (s)"] = boot.Seconds() * 1000
+	if err := r.signIn(); err != nil {
+		return err
+	}
+	gets := map[string]string{
+		"GET /v1/fleet":                  "/v1/fleet",
+		"GET /v1/sessions?limit=50":      "/v1/sessions?limit=50",
+		"GET /v1/sessions?repo=rare/*":   "/v1/sessions?limit=50&repo=rare/*",
+		"GET /v1/sessions?stage=testing": "/v1/sessions?limit=50&stage=testing",
+		"GET /v1/drain (none)":           "/v1/drain",
+		"GET /ui/":                       "/ui/",
+		"GET /metrics":                   "/metrics",
+	}
+	for _, name := range measured {
+		if path, ok := gets[name]; ok {
+			if err := r.time(name, func() error { return r.get(path) }); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	// A drain cycle per rep: start, status, a completion the sessions
+	// block (nothing was written since the start), cancel.
+	var cycle []map[string]float64
+	for range max(r.reps/3, 3) {
+		t := map[string]float64{}
+		steps := []struct {
+			name string
+			do   func() error
+		}{
+			{"POST /v1/drain", func() error { return r.post("/v1/drain", `{"reason":"scale"}`, http.StatusCreated, http.StatusOK) }},
+			{"GET /v1/drain (running)", func() error { return r.get("/v1/drain") }},
+			{"POST /v1/drain/complete (blocked)", func() error { return r.post("/v1/drain/complete", `{}`, http.StatusConflict) }},
+			{"POST /v1/drain/cancel", func() error { return r.post("/v1/drain/cancel", `{}`, http.StatusOK) }},
+		}
+		for _, s := range steps {
+			began := time.Now()
+			if err := s.do(); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			t[s.name] = ms(time.Since(began))
+		}
+		cycle = append(cycle, t)
+	}
+	for name := range cycle[0] {
+		var xs []float64
+		for _, t := range cycle {
+			xs = append(xs, t[name])
+		}
+		r.times[name] = median(xs)
+	}
+	seq := r.checkpoints
+	return r.time("POST checkpoint", func() error {
+		seq++
+		return r.postAs(r.agent, "/v1/sessions/"+r.sample.id+"/checkpoints", document(r.sample.run, 0, seq), http.StatusCreated)
+	})
+}
+
+// time runs do reps times (after one untimed warm-up) and keeps the median.
+func (r *run) time(name string, do func() error) error {
+	if err := do(); err != nil {
+		return err
+	}
+	var xs []float64
+	for range r.reps {
+		began := time.Now()
+		if err := do(); err != nil {
+			return err
+		}
+		xs = append(xs, ms(time.Since(began)))
+	}
+	r.times[name] = median(xs)
+	return nil
+}
+
+// start runs the daemon and waits until it is ready; it returns how long
+// that took.
+func (r *run) start() (time.Duration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	r.base = "http://" + addr
+	args := []string{"serve", "--listen", addr, "--data-dir", r.dir, "--log-level", "warn"}
+	if r.dbURL != "" {
+		args = append(args, "--database-url", r.dbURL)
+	}
+	logf, err := os.OpenFile(filepath.Join(r.dir, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	r.daemon = exec.Command(r.bin, args...)
+	r.daemon.Stdout, r.daemon.Stderr = logf, logf
+	began := time.Now()
+	if err := r.daemon.Start(); err != nil {
+		return 0, err
+	}
+	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(r.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				took := time.Since(began)
+				tok, err := os.ReadFile(filepath.Join(r.dir, "operator.token"))
+				r.operator = strings.TrimSpace(string(tok))
+				return took, err
+			}
+		}
+		if r.daemon.ProcessState != nil {
+			break
+		}
+	}
+	return 0, fmt.Errorf("the daemon did not become ready (see %s)", filepath.Join(r.dir, "daemon.log"))
+}
+
+func (r *run) stop() {
+	if r.daemon == nil || r.daemon.Process == nil {
+		return
+	}
+	r.daemon.Process.Signal(syscall.SIGTERM)
+	r.daemon.Wait()
+	r.daemon = nil
+}
+
+// writeTemplates writes the sessions the fill clones, through the API.
+func (r *run) writeTemplates(ctx context.Context) error {
+	var tok struct {
+		Secret string `json:"secret"`
+	}
+	if err := r.call(r.operator, http.MethodPost, "/v1/tokens",
+		`{"name":"scale-agent","role":"agent","scopes":["*"]}`, &tok, http.StatusCreated); err != nil {
+		return fmt.Errorf("minting an agent token: %w", err)
+	}
+	r.agent = tok.Secret
+	for i := range r.templates {
+		var created struct {
+			Session struct{ ID string } `json:"session"`
+			Run     struct{ ID string } `json:"run"`
+		}
+		body := fmt.Sprintf(`{"repo":"fleet/repo-%d","role":"author","issue":%d,"branch":"fix-%d","agent":{"runtime":"claude-code","instance":"host/%d"}}`, i, i+1, i, i)
+		if err := r.call(r.agent, http.MethodPost, "/v1/sessions", body, &created, http.StatusCreated); err != nil {
+			return fmt.Errorf("creating a session: %w", err)
+		}
+		for seq := 1; seq <= r.checkpoints; seq++ {
+			if err := r.postAs(r.agent, "/v1/sessions/"+created.Session.ID+"/checkpoints", document(created.Run.ID, i, seq), http.StatusCreated); err != nil {
+				return fmt.Errorf("writing a checkpoint: %w", err)
+			}
+		}
+		if i == 0 {
+			r.sample.id, r.sample.run = created.Session.ID, created.Run.ID
+		}
+	}
+	return nil
+}
+
+var stages = []string{"implementing", "testing", "review_requested", "blocked"}
+
+// document is a checkpoint of template session i, about 1.5 KB.
+func document(run string, i, seq int) string {
+	d := map[string]any{
+		"schema_version": 1, "run_id": run, "fencing_token": 1, "role": "author",
+		"stage":       stages[seq%len(stages)],
+		"identity":    map[string]any{"runtime": "claude-code"},
+		"target":      map[string]any{"repo": fmt.Sprintf("fleet/repo-%d", i), "issue": i + 1},
+		"workspace":   map[string]any{"branch": fmt.Sprintf("fix-%d", i), "head": fmt.Sprintf("%040x", seq), "base": "main"},
+		"next_action": map[string]any{"actor": "author", "action": "run the tests", "prompt": strings.Repeat("continue the work on the issue; ", 20)},
+		"recovery":    map[string]any{"instructions": "git fetch && git checkout fix", "commands": []string{"git fetch", "make test"}},
+		"evidence":    []map[string]any{{"kind": "test_run", "summary": strings.Repeat("ok ", 100)}},
+	}
+	b, _ := json.Marshal(d)
+	return string(b)
+}
+
+func (r *run) signIn() error {
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodPost, r.base+"/ui/login", strings.NewReader(url.Values{"token": {r.operator}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", r.base)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		r.cookie = c
+	}
+	if r.cookie == nil {
+		return fmt.Errorf("console sign-in: %s and no cookie", resp.Status)
+	}
+	return nil
+}
+
+func (r *run) get(path string) error {
+	req, _ := http.NewRequest(http.MethodGet, r.base+path, nil)
+	if strings.HasPrefix(path, "/ui/") {
+		req.AddCookie(r.cookie)
+	} else {
+		req.Header.Set("Authorization", "Bearer "+r.operator)
+	}
+	return do(req, nil, http.StatusOK)
+}
+
+func (r *run) post(path, body string, want ...int) error {
+	return r.postAs(r.operator, path, body, want...)
+}
+
+func (r *run) postAs(token, path, body string, want ...int) error {
+	return r.call(token, http.MethodPost, path, body, nil, want...)
+}
+
+func (r *run) call(token, method, path, body string, out any, want ...int) error {
+	req, _ := http.NewRequest(method, r.base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	return do(req, out, want...)
+}
+
+func do(req *http.Request, out any, want ...int) error {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(want, resp.StatusCode) {
+		return fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+func printTable(w io.Writer, backend string, ns []int, results map[int]map[string]float64) {
+	fmt.Fprintf(w, "| %s, median ms |", backend)
+	for _, n := range ns {
+		fmt.Fprintf(w, " %d |", n)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range ns {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	for _, name := range measured {
+		fmt.Fprintf(w, "| %s |", name)
+		for _, n := range ns {
+			v := results[n][name]
+			if strings.HasSuffix(name, "(s)") {
+				fmt.Fprintf(w, " %.1f |", v/1000)
+			} else {
+				fmt.Fprintf(w, " %.1f |", v)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// scratchDatabase creates checkpointd_scale on pg's server, afresh, and
+// returns its URL.
+func scratchDatabase(pg string) (string, error) {
+	db, err := sql.Open("postgres", pg)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DROP DATABASE IF EXISTS checkpointd_scale WITH (FORCE)`); err != nil {
+		return "", err
+	}
+	if _, err := db.Exec(`CREATE DATABASE checkpointd_scale`); err != nil {
+		return "", err
+	}
+	u, err := url.Parse(pg)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/checkpointd_scale"
+	return u.String(), nil
+}
+
+func dropScratch(pg string) {
+	if db, err := sql.Open("postgres", pg); err == nil {
+		db.Exec(`DROP DATABASE IF EXISTS checkpointd_scale WITH (FORCE)`)
+		db.Close()
+	}
+}
+
+var errNoTemplates = errors.New("no template sessions to clone")
