@@ -109,6 +109,7 @@ var measured = []string{
 	"POST /v1/drain/complete (blocked)",
 	"POST /v1/drain/cancel",
 	"POST checkpoint",
+	"HOT updates of sessions (%)",
 }
 
 // run is one N on one backend.
@@ -180,6 +181,11 @@ func (r *run) measure(ctx context.Context) error {
 	// block (nothing was written since the start), cancel.
 	var cycle []map[string]float64
 	for range max(r.reps/3, 3) {
+		// As after a drain every session wrote for: every one ready, so
+		// the start resets them all.
+		if err := r.exec(`UPDATE sessions SET drain_ready = TRUE WHERE state = 'active' AND current_run_id <> ''`); err != nil {
+			return err
+		}
 		t := map[string]float64{}
 		steps := []struct {
 			name string
@@ -206,11 +212,46 @@ func (r *run) measure(ctx context.Context) error {
 		}
 		r.times[name] = median(xs)
 	}
-	seq := r.checkpoints
-	return r.time("POST checkpoint", func() error {
-		seq++
+	// Writes of one stage, as an agent's between two stage changes.
+	seq, before := r.checkpoints, r.hotUpdates()
+	err = r.time("POST checkpoint", func() error {
+		seq += len(stages)
 		return r.postAs(r.agent, "/v1/sessions/"+r.sample.id+"/checkpoints", document(r.sample.run, 0, seq), http.StatusCreated)
 	})
+	if after := r.hotUpdates(); r.backend == "postgres" && after[0] > before[0] {
+		r.times["HOT updates of sessions (%)"] = 100 * float64(after[1]-before[1]) / float64(after[0]-before[0])
+	}
+	return err
+}
+
+// exec runs a statement on the database beside the daemon.
+func (r *run) exec(q string) error {
+	db, err := r.open()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec(q)
+	return err
+}
+
+// hotUpdates is PostgreSQL's count of the updates of sessions and of the
+// HOT ones among them (zeros on SQLite). An idle backend's statistics
+// reach the server within 10 s (PGSTAT_IDLE_INTERVAL): it waits that long
+// first.
+func (r *run) hotUpdates() [2]int64 {
+	var n [2]int64
+	if r.backend != "postgres" {
+		return n
+	}
+	db, err := r.open()
+	if err != nil {
+		return n
+	}
+	defer db.Close()
+	time.Sleep(11 * time.Second)
+	db.QueryRow(`SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'sessions'`).Scan(&n[0], &n[1])
+	return n
 }
 
 // time runs do reps times (after one untimed warm-up) and keeps the median.
