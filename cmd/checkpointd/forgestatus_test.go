@@ -26,6 +26,9 @@ func TestServeForgeStatus(t *testing.T) {
 		args := append(storeArgs(dir, dbURL), "--reconcile-interval", "1h", "--forge-status", "--console-url", "https://cp.example")
 		d := startServe(t, env, args...)
 		operator := readSecret(t, tokenPath(dir))
+		// The boot pass runs in the background; a session created while it
+		// runs may be confirmed by it before "pending" is ever posted.
+		awaitBootPass(t, d.URL, operator)
 		s := newSession(t, d.URL, operator)
 		call(t, "POST", d.URL+"/v1/sessions/"+s.id+"/checkpoints", operator, checkpointDoc(s, "first")).expect(t, http.StatusCreated)
 		awaitStatus(t, forge, "pending", "unverified")
@@ -37,6 +40,17 @@ func TestServeForgeStatus(t *testing.T) {
 			t.Fatalf("status %+v", st)
 		}
 	})
+}
+
+func awaitBootPass(t *testing.T, url, token string) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for call(t, "GET", url+"/v1/reconcile/last", token, nil).str("report", "trigger") != "boot" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the boot pass did not finish within %v", startTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func awaitStatus(t *testing.T, forge *forgetest.Server, state, part string) forgetest.CommitStatus {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/checkpointd/checkpointd/reconcile/forgetest"
 	"github.com/checkpointd/checkpointd/store/storetest"
@@ -73,13 +72,7 @@ func TestServeReconcileAcrossRestart(t *testing.T) {
 			t.Errorf("resumable right after a restart: %s", r.raw)
 		}
 		once.Do(func() { close(release) })
-		deadline := time.Now().Add(startTimeout)
-		for call(t, "GET", d2.URL+"/v1/reconcile/last", operator, nil).str("report", "trigger") != "boot" {
-			if time.Now().After(deadline) {
-				t.Fatalf("the boot pass did not finish within %v", startTimeout)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		awaitBootPass(t, d2.URL, operator)
 		validity(t, d2.URL, operator, s.id, "valid")
 	})
 }
