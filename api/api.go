@@ -50,6 +50,7 @@ func StoresOf(s *store.Store) Stores {
 // readyStore is what readyz asks.
 type readyStore interface {
 	Ready(ctx context.Context) error
+	ReadyWarnings(ctx context.Context) []string
 }
 
 // Deps are the API's collaborators and settings.
@@ -266,8 +267,9 @@ var readyDetails = map[string]string{
 }
 
 // readyz answers 200 only when the store can commit a write now (a
-// probe write, cached for a second: store.Ready), else 503
-// store_unavailable with a reason.
+// probe write, cached for a second: store.Ready), with warnings when
+// there are any (store.ReadyWarnings), else 503 store_unavailable with a
+// reason.
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Store.Ready.Ready(r.Context()); err != nil {
 		var nr *store.NotReadyError
@@ -276,7 +278,14 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	// Ready, with what an operator should hear of (PostgreSQL tables whose
+	// dead rows outnumber their live ones): it serves, but slows down.
+	return writeJSON(w, http.StatusOK, readyAnswer{Status: "ready", Warnings: a.Store.Ready.ReadyWarnings(r.Context())})
+}
+
+type readyAnswer struct {
+	Status   string   `json:"status"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // schema serves the checkpoint schema of ?version= (default: the version

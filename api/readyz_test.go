@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"database/sql"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +46,54 @@ func TestReadyzWhileWritesFail(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok)).expect(t, 201, "")
+	})
+}
+
+// TestReadyzWarnsOfDeadRows: on PostgreSQL, a table holding more dead rows
+// than live ones (autovacuum off for it here) leaves /readyz 200 and ready,
+// with a warning naming the table; on SQLite, which keeps no dead rows, the
+// answer has no warnings at all.
+func TestReadyzWarnsOfDeadRows(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		url := storetest.URL(t, b)
+		h := newHarnessOn(t, storetest.OpenURL(t, url, checkpointd.SystemClock{}))
+		for range 20 {
+			h.newSession()
+		}
+		if b == storetest.Postgres {
+			db, err := sql.Open("postgres", url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			conn, err := db.Conn(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// 600 updates of 20 rows on an indexed column (never HOT):
+			// 12,000 dead rows vacuum does not remove.
+			for _, q := range []string{`ALTER TABLE sessions SET (autovacuum_enabled = false)`,
+				`DO $$ BEGIN FOR i IN 1..600 LOOP UPDATE sessions SET stage = 'stage-' || i; END LOOP; END $$`,
+				`SELECT pg_stat_force_next_flush()`, `SELECT 1`} {
+				if _, err := conn.ExecContext(t.Context(), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		}
+		r := h.do("GET", "/readyz", "", nil).expect(t, 200, "")
+		warnings, hasWarnings := r.body["warnings"].([]any)
+		if r.str("status") != "ready" {
+			t.Errorf("/readyz: %s", r.raw)
+		}
+		if b == storetest.SQLite {
+			if _, ok := r.body["warnings"]; ok {
+				t.Errorf("/readyz on SQLite warns: %s", r.raw)
+			}
+			return
+		}
+		if !hasWarnings || len(warnings) != 1 || !strings.Contains(warnings[0].(string), "table sessions holds") {
+			t.Errorf("/readyz with a bloated sessions table: %s", r.raw)
+		}
 	})
 }

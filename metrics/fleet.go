@@ -36,7 +36,7 @@ func (m *Metrics) WatchFleet(read FleetReader, ttl time.Duration, clock checkpoi
 	if clock == nil {
 		clock = checkpointd.SystemClock{}
 	}
-	m.fleet = &fleetCollector{reader: read, ttl: ttl, clock: clock,
+	m.fleet = &fleetCollector{cache: cachedRead[*checkpointd.FleetCounts]{read: read, ttl: ttl, clock: clock},
 		active: prometheus.NewDesc(Namespace+"_sessions_active",
 			"Active sessions by the validity of their latest checkpoint (every validity present), read from the database.", []string{"validity"}, nil),
 		liveness: prometheus.NewDesc(Namespace+"_sessions_active_by_liveness",
@@ -49,17 +49,8 @@ func (m *Metrics) WatchFleet(read FleetReader, ttl time.Duration, clock checkpoi
 
 // fleetCollector is a prometheus.Collector over a cached database read.
 type fleetCollector struct {
-	reader FleetReader
-	ttl    time.Duration
-	clock  checkpointd.Clock
-
+	cache                    cachedRead[*checkpointd.FleetCounts]
 	active, liveness, leases *prometheus.Desc
-
-	// mu serialises reads: concurrent scrapes wait for one read.
-	mu   sync.Mutex
-	read bool // a read was made, at at, with the answer last (nil: failed)
-	at   time.Time
-	last *checkpointd.FleetCounts
 }
 
 // Describe implements prometheus.Collector.
@@ -84,21 +75,43 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.leases, prometheus.GaugeValue, float64(counts.LeasesHeld))
 }
 
-// counts returns the cached answer while it is fresh, else reads again;
-// nil when the read failed (no numbers are kept past a failure).
+// counts is the fleet's counts, nil when the read failed.
 func (c *fleetCollector) counts() *checkpointd.FleetCounts {
+	counts, _ := c.cache.get()
+	return counts
+}
+
+// cachedRead is a database read reused for ttl. A failed read is cached
+// like a success (an outage is asked once per ttl, not once per scrape),
+// and its answer is the zero value: no numbers are kept past a failure.
+type cachedRead[T any] struct {
+	read  func(context.Context) (T, error)
+	ttl   time.Duration
+	clock checkpointd.Clock
+
+	// mu serialises reads: concurrent scrapes wait for one read.
+	mu   sync.Mutex
+	done bool // a read was made, at at, with the answer last (ok: it succeeded)
+	at   time.Time
+	last T
+	ok   bool
+}
+
+// get returns the cached answer while it is fresh, else reads again.
+func (c *cachedRead[T]) get() (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	if c.read && now.Sub(c.at) < c.ttl && !now.Before(c.at) {
-		return c.last
+	if c.done && now.Sub(c.at) < c.ttl && !now.Before(c.at) {
+		return c.last, c.ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeHookTimeout)
 	defer cancel()
-	counts, err := c.reader(ctx)
+	v, err := c.read(ctx)
 	if err != nil {
-		counts = nil
+		var zero T
+		v = zero
 	}
-	c.read, c.at, c.last = true, now, counts
-	return counts
+	c.done, c.at, c.last, c.ok = true, now, v, err == nil
+	return v, c.ok
 }

@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -103,5 +105,49 @@ func TestCountersStartAtZero(t *testing.T) {
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if n := strings.Count(rec.Body.String(), "\ncheckpointd_build_info{"); n != 1 {
 		t.Errorf("%d checkpointd_build_info series after a second SetBuildInfo, want 1", n)
+	}
+}
+
+// TestTableRows: the dead and live rows by table, read once per 30 s
+// whatever the scrapes; a failed read drops them rather than show stale
+// numbers; no rows (SQLite) exports none.
+func TestTableRows(t *testing.T) {
+	m := metrics.New()
+	clock := checkpointd.NewManualClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	reads, fail := 0, false
+	rows := []metrics.TableRows{{Table: "sessions", Live: 9635, Dead: 176295}}
+	m.WatchTableRows(func(context.Context) ([]metrics.TableRows, error) {
+		reads++
+		if fail {
+			return nil, errors.New("down")
+		}
+		return rows, nil
+	}, clock)
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	text := scrape()
+	for _, want := range []string{`checkpointd_store_dead_rows{table="sessions"} 176295`, `checkpointd_store_live_rows{table="sessions"} 9635`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	scrape()
+	clock.Advance(29 * time.Second)
+	scrape()
+	if reads != 1 {
+		t.Errorf("%d reads within 30 s, want 1", reads)
+	}
+	fail = true
+	clock.Advance(2 * time.Second)
+	if text := scrape(); strings.Contains(text, "checkpointd_store_dead_rows{") || reads != 2 {
+		t.Errorf("after a failed read (%d reads): %s", reads, text)
+	}
+	fail, rows = false, nil
+	clock.Advance(31 * time.Second)
+	if text := scrape(); strings.Contains(text, "checkpointd_store_dead_rows{") {
+		t.Errorf("no rows exported some: %s", text)
 	}
 }

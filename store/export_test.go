@@ -243,3 +243,10 @@ func (s *Store) RawConsoleGrant(t interface{ Fatal(...any) }, idDigest string) s
 	}
 	return raw
 }
+
+// ExpireReadyWarnings makes the next ReadyWarnings read the statistics.
+func ExpireReadyWarnings(s *Store) {
+	s.warnings.mu.Lock()
+	s.warnings.at = time.Time{}
+	s.warnings.mu.Unlock()
+}

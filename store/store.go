@@ -85,7 +85,8 @@ type Store struct {
 	// a one-slot semaphore, so a caller can stop waiting when its ctx ends.
 	settling chan struct{}
 	// ready is the readiness answer and probe (ready.go).
-	ready readiness
+	ready    readiness
+	warnings warnings // ReadyWarnings (tablerows.go)
 	// expiring does the same for the reads that end overdue leases
 	// (lease_expiry.go).
 	expiring chan struct{}

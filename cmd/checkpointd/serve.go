@@ -248,6 +248,14 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	// The fleet gauges are read from the database, cached for 10 s, so
 	// every replica reports the same numbers and a scrape never scans.
 	m.WatchFleet(s.FleetCounts, 0, nil)
+	m.WatchTableRows(func(ctx context.Context) ([]metrics.TableRows, error) {
+		rows, err := s.TableRows(ctx)
+		out := make([]metrics.TableRows, len(rows))
+		for i, r := range rows {
+			out[i] = metrics.TableRows{Table: r.Table, Live: r.Live, Dead: r.Dead}
+		}
+		return out, err
+	}, nil)
 	var metricsSrv *http.Server
 	var metricsLn net.Listener
 	if addr := cfg.metricsListen; addr != "" {
