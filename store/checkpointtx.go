@@ -47,7 +47,8 @@ UPDATE sessions SET
     next_actor = ?,
     run_seen_at = CASE WHEN run_seen_at < ? THEN ? ELSE run_seen_at END,
     write_failed_at = NULL,
-    write_failed_code = ''
+    write_failed_code = '',
+    checkpoint_epoch = (SELECT COALESCE(MAX(epoch), 0) FROM drains)
 `
 	advanceSessionGuard = ` AND state = 'active' AND current_run_id = ? AND current_run_id <> '' AND run_seq = ?
 RETURNING checkpoint_seq, event_seq, repo, role, validity, validity_reason, leases_ok, branch, pr, latest_complete, latest_missing, drain_ready,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -14,13 +15,29 @@ import (
 	"github.com/checkpointd/checkpointd/migrations"
 )
 
-// The drain gate reads readiness from the session row
-// (migrations 00006): a session blocks exactly when it is active and not
-// drain_ready or not valid, and the partial index sessions_drain_blocking
-// holds exactly those rows. Every query below that looks for blocking
-// sessions repeats the index predicate verbatim, so both planners use it and
-// the cost follows the number of blocking sessions, not of active ones.
+// The drain gate reads readiness from the session row (migrations 00006,
+// 00035): a session blocks the running drain exactly when it is active and
+// not drain_ready or not valid — the rows of the partial index
+// sessions_drain_blocking — or when it looks ready but its latest
+// checkpoint was written before the drain started (its checkpoint_epoch is
+// older than the drain's, and it has a run: a parked session keeps its
+// readiness) — the range of sessions_written_before below the drain's
+// epoch. A drain's start touches no session: the second set is every
+// ready session at first, and the reset pass (ResetWrittenBefore) moves
+// it into the first in batches. Every query below repeats an index's
+// predicate verbatim, so both planners use it and the cost follows the
+// number of blocking sessions, not of active ones.
 const blockingWhere = `state = 'active' AND (NOT drain_ready OR validity <> 'valid')`
+
+// writtenBeforeWhere selects the sessions that say drain_ready, have a run
+// and wrote nothing since the drain of the epoch its parameter names
+// started: what the reset pass resets. Those of them that are valid block
+// the drain only for it (onlyWrittenBefore); the others are in
+// sessions_drain_blocking already.
+const (
+	writtenBeforeWhere = `state = 'active' AND drain_ready AND current_run_id <> '' AND checkpoint_epoch < ?`
+	onlyWrittenBefore  = writtenBeforeWhere + ` AND validity = 'valid'`
+)
 
 // blocking names the sessions table for queries over blocking sessions.
 // SQLite's planner proves the partial index usable but prefers the
@@ -34,7 +51,27 @@ func (s *Store) blocking() string {
 	return `sessions`
 }
 
-const drainColumns = `id, reason, started_at, started_by, state, ended_at, ended_by, lifted_at, is_open, decision`
+// countWrittenBefore counts the sessions written before the drain of the
+// epoch its parameter names; from names the table (writtenBefore).
+func countWrittenBefore(from string) string {
+	return `SELECT COUNT(*) FROM ` + from + ` WHERE ` + onlyWrittenBefore
+}
+
+// selectWrittenBefore reads a chunk of them, oldest epoch first.
+func selectWrittenBefore(from string) string {
+	return `SELECT id FROM ` + from + ` WHERE ` + writtenBeforeWhere + ` ORDER BY checkpoint_epoch, id LIMIT ?`
+}
+
+// writtenBefore names the sessions table for queries over the sessions
+// written before a drain, as blocking does.
+func (s *Store) writtenBefore() string {
+	if s.dialect == migrations.SQLite {
+		return `sessions INDEXED BY sessions_written_before`
+	}
+	return `sessions`
+}
+
+const drainColumns = `id, reason, started_at, started_by, state, ended_at, ended_by, lifted_at, is_open, decision, epoch`
 
 type drainRow struct {
 	ID        string        `db:"id"`
@@ -47,6 +84,8 @@ type drainRow struct {
 	LiftedAt  sql.NullInt64 `db:"lifted_at"`
 	IsOpen    sql.NullInt64 `db:"is_open"`
 	Decision  string        `db:"decision"`
+	// Epoch numbers the drain among all drains (0: started before 00035).
+	Epoch int64 `db:"epoch"`
 }
 
 // drain converts the row. An unreadable decision fails the read: the gate
@@ -85,7 +124,7 @@ const countOpenDrains = `SELECT COUNT(*) FROM drains WHERE is_open = 1`
 // do this: before a drain starts there is no drain row to lock, and the
 // session a create inserts is invisible to the completion until it
 // commits. With the lock a create either committed before the drain's row
-// did — the start resets it and every completion sees it — or it checks
+// did — it is not ready for the drain and every completion sees it — or it checks
 // after, and sees the drain. SQLite needs nothing: its one writer runs
 // these transactions one at a time.
 const (
@@ -131,8 +170,9 @@ func (s *Store) DrainGating(ctx context.Context) (bool, error) {
 // errDrainRace reports a concurrent start that won the unique is_open slot.
 var errDrainRace = errors.New("another drain started concurrently")
 
-// StartDrain starts a drain and makes every active session not ready for
-// it. When a drain is already running it returns that drain and started
+// StartDrain starts a drain, of the next epoch: every session with a run is
+// not ready for it until it writes a checkpoint (no session row is
+// touched: see blockingWhere). When a drain is already running it returns that drain and started
 // false. A completed drain that still gates is replaced (the gate stays
 // closed throughout). On PostgreSQL it first waits for the session creates
 // and takeovers that passed their check (the gate's lock), so a completion
@@ -164,17 +204,19 @@ func (s *Store) StartDrain(ctx context.Context, reason, by string) (d *checkpoin
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO drains (id, reason, started_at, started_by, state, is_open)
-VALUES (?, ?, ?, ?, ?, 1)`), row.ID, row.Reason, row.StartedAt, row.StartedBy, row.State); err != nil {
+		// Readiness is relative to this start: nothing written before
+		// counts (the writes record the latest epoch).
+		if err := tx.GetContext(ctx, &row.Epoch, `SELECT COALESCE(MAX(epoch), 0) + 1 FROM drains`); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO drains (id, reason, started_at, started_by, state, is_open, epoch)
+VALUES (?, ?, ?, ?, ?, 1, ?)`), row.ID, row.Reason, row.StartedAt, row.StartedBy, row.State, row.Epoch); err != nil {
 			if isUnique(err) {
 				return errDrainRace
 			}
 			return err
 		}
-		// Readiness is relative to this start: nothing written before counts.
-		// A parked session keeps its readiness: it has no run to write.
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET drain_ready = FALSE WHERE state = 'active' AND drain_ready AND current_run_id <> ''`)
-		return err
+		return nil
 	})
 	if errors.Is(err, errDrainRace) {
 		cur, err := openDrain(ctx, s.rdb)
@@ -261,16 +303,20 @@ type blockerRow struct {
 	Unreadable      bool          `db:"latest_unreadable"`
 	CurrentRun      string        `db:"current_run_id"`
 	RunSeenAt       int64         `db:"run_seen_at"`
+	Epoch           int64         `db:"checkpoint_epoch"`
 }
 
 const blockerColumns = `id, repo, role, validity, validity_reason, drain_ready, checkpoint_at, latest_complete,
     latest_missing, write_failed_at, write_failed_code, COALESCE(unreadable_seq = checkpoint_seq, FALSE) AS latest_unreadable,
-    current_run_id, run_seen_at`
+    current_run_id, run_seen_at, checkpoint_epoch`
 
-// blocker applies the domain's blocking rule to the row, with the current
-// run's liveness at now against window.
-func (r *blockerRow) blocker(start, now time.Time, window time.Duration) checkpointd.DrainBlocker {
-	in := checkpointd.Readiness{DrainStart: start, Ready: r.DrainReady, Complete: r.LatestComplete,
+// blocker applies the domain's blocking rule to the row for the drain that
+// started at start, of epoch, with the current run's liveness at now
+// against window. drain_ready counts only for a checkpoint written in the
+// drain's epoch, or without a run.
+func (r *blockerRow) blocker(start time.Time, epoch int64, now time.Time, window time.Duration) checkpointd.DrainBlocker {
+	ready := r.DrainReady && (r.CurrentRun == "" || r.Epoch >= epoch)
+	in := checkpointd.Readiness{DrainStart: start, Ready: ready, Complete: r.LatestComplete,
 		Validity: checkpointd.Validity(r.Validity), Unreadable: r.Unreadable, Parked: r.CurrentRun == ""}
 	if r.CheckpointAt > 0 {
 		in.CheckpointAt = fromMicros(r.CheckpointAt)
@@ -370,26 +416,26 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 	if st.Drain, err = row.drain(); err != nil {
 		return nil, err
 	}
-	counts, err := s.countDrain(ctx, tx)
+	counts, err := s.countDrain(ctx, tx, row.Epoch)
 	if err != nil {
 		return nil, err
 	}
 	st.Counts = &counts
-	where, args := blockingWhere, []any{}
+	var where string
+	var args []any
 	if q.After != "" {
-		where, args = where+" AND id > ?", append(args, q.After)
+		where, args = " AND id > ?", append(args, q.After)
 	}
 	if q.Scope != nil {
 		cond, cargs := scopeCondition(q.Scope, "repo_key", "repo_owner")
 		where, args = where+" AND "+cond, append(args, cargs...)
 	}
-	var rows []blockerRow
-	if err := tx.SelectContext(ctx, &rows, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.blocking()+` WHERE `+where+` ORDER BY id LIMIT ?`),
-		append(args, q.Limit)...); err != nil {
+	rows, err := s.selectBlockers(ctx, tx, row.Epoch, where, args, q.Limit)
+	if err != nil {
 		return nil, err
 	}
 	for i := range rows {
-		st.Blocking = append(st.Blocking, rows[i].blocker(st.Drain.StartedAt, s.now(), s.liveness()))
+		st.Blocking = append(st.Blocking, rows[i].blocker(st.Drain.StartedAt, row.Epoch, s.now(), s.liveness()))
 	}
 	var reps []replicaRow
 	if err := tx.SelectContext(ctx, &reps, `SELECT `+replicaColumns+` FROM replicas ORDER BY id`); err != nil {
@@ -399,15 +445,41 @@ func (s *Store) drainStatus(ctx context.Context, tx *sqlx.Tx, q DrainQuery) (*Dr
 	return st, nil
 }
 
+// selectBlockers reads the first limit sessions by id that block the
+// drain of epoch, and satisfy where (" AND …" with args; may be empty):
+// those of sessions_drain_blocking and those written before the drain
+// (blocker reads them as not ready: nothing since the start counts),
+// merged.
+func (s *Store) selectBlockers(ctx context.Context, tx *sqlx.Tx, epoch int64, where string, args []any, limit int) ([]blockerRow, error) {
+	var rows, before []blockerRow
+	if err := tx.SelectContext(ctx, &rows, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.blocking()+` WHERE `+blockingWhere+where+
+		` ORDER BY id LIMIT ?`), append(slices.Clone(args), limit)...); err != nil {
+		return nil, err
+	}
+	if err := tx.SelectContext(ctx, &before, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.writtenBefore()+` WHERE `+onlyWrittenBefore+where+
+		` ORDER BY id LIMIT ?`), append(append([]any{epoch}, args...), limit)...); err != nil {
+		return nil, err
+	}
+	rows = append(rows, before...)
+	slices.SortFunc(rows, func(a, b blockerRow) int { return strings.Compare(a.ID, b.ID) })
+	return rows[:min(len(rows), limit)], nil
+}
+
 // countDrain counts the active sessions (kept by triggers in
-// session_counts) and, over the partial index, the blocking ones.
-func (s *Store) countDrain(ctx context.Context, tx *sqlx.Tx) (c checkpointd.DrainCounts, err error) {
+// session_counts) and, over the two indexes, the sessions that block the
+// drain of epoch.
+func (s *Store) countDrain(ctx context.Context, tx *sqlx.Tx, epoch int64) (c checkpointd.DrainCounts, err error) {
 	if c.Active, err = countActive(ctx, tx); err != nil {
 		return c, err
 	}
+	var before int64
 	if err := tx.GetContext(ctx, &c.Blocking, `SELECT COUNT(*) FROM `+s.blocking()+` WHERE `+blockingWhere); err != nil {
 		return c, err
 	}
+	if err := tx.GetContext(ctx, &before, tx.Rebind(countWrittenBefore(s.writtenBefore())), epoch); err != nil {
+		return c, err
+	}
+	c.Blocking += before
 	c.Ready = c.Active - c.Blocking
 	return c, nil
 }

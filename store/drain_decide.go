@@ -98,7 +98,7 @@ WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
 		}
 		start := fromMicros(row.StartedAt)
 		dec := checkpointd.DrainDecision{At: now, By: c.By, Blocking: []checkpointd.DrainBlocker{}}
-		counts, err := s.countDrain(ctx, tx)
+		counts, err := s.countDrain(ctx, tx, row.Epoch)
 		if err != nil {
 			return err
 		}
@@ -117,18 +117,17 @@ WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
 			// The blocking sessions' logs are told afterwards
 			// (NoteDrainBlocked): the decision does not wait on 5k events.
 			dec.Outcome, dec.Counts = checkpointd.DrainOutcomeBlocked, counts
-			var head []blockerRow
-			if err := tx.SelectContext(ctx, &head, tx.Rebind(`SELECT `+blockerColumns+` FROM `+s.blocking()+` WHERE `+blockingWhere+`
-ORDER BY id LIMIT ?`), c.Limit); err != nil {
+			head, err := s.selectBlockers(ctx, tx, row.Epoch, "", nil, c.Limit)
+			if err != nil {
 				return err
 			}
 			for i := range head {
-				dec.Blocking = append(dec.Blocking, head[i].blocker(start, now, s.liveness()))
+				dec.Blocking = append(dec.Blocking, head[i].blocker(start, row.Epoch, now, s.liveness()))
 			}
 		} else {
 			// The index says nothing blocks: lock every active session and
 			// check each row again, so the completion holds at commit.
-			n, err := s.noteCompleted(ctx, tx, row.ID, now)
+			n, err := s.noteCompleted(ctx, tx, row.ID, row.Epoch, now)
 			if err != nil {
 				return err
 			}
@@ -173,12 +172,12 @@ type completedEvent struct {
 }
 
 // noteCompleted locks every active session, chunk by chunk in id order,
-// checks each is still ready, reads back its latest checkpoint and records
+// checks each is still ready for the drain of epoch, reads back its latest checkpoint and records
 // the completion in its log. It returns how many sessions it recorded,
 // errDrainRaced when one stopped being ready after the gate counted, or
 // an *unreadableError naming every latest checkpoint that does not read
 // back (drain_readback.go).
-func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, now time.Time) (int64, error) {
+func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, epoch int64, now time.Time) (int64, error) {
 	var n int64
 	checks := s.startReadBacks()
 	defer checks.stop()
@@ -189,6 +188,8 @@ func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, 
 			Ready         bool   `db:"drain_ready"`
 			Validity      string `db:"validity"`
 			CheckpointSeq int64  `db:"checkpoint_seq"`
+			Epoch         int64  `db:"checkpoint_epoch"`
+			Run           string `db:"current_run_id"`
 		}
 		var ids []string
 		// Locked here, in id order, as settles lock sessions: the UPDATE
@@ -211,13 +212,13 @@ func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, 
 		// Only event_seq changes: no indexed column, so PostgreSQL may
 		// update in place (HOT) and leave the indexes alone.
 		if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1 WHERE id IN (?) AND state = 'active'
-RETURNING id, event_seq, drain_ready, validity, checkpoint_seq`, ids); err != nil {
+RETURNING id, event_seq, drain_ready, validity, checkpoint_seq, checkpoint_epoch, current_run_id`, ids); err != nil {
 			return 0, err
 		}
 		evs := make([]eventInsert, len(rows))
 		latest := make([]latestRef, len(rows))
 		for i, r := range rows {
-			if !r.Ready || r.Validity != string(checkpointd.ValidityValid) {
+			if !r.Ready || r.Validity != string(checkpointd.ValidityValid) || (r.Run != "" && r.Epoch < epoch) {
 				return 0, errDrainRaced
 			}
 			latest[i] = latestRef{ID: r.ID, Seq: r.CheckpointSeq}

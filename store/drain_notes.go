@@ -33,20 +33,26 @@ type blockedEvent struct {
 // back (one row update and one event per session noted; the first call of
 // a drain notes every active session). Each chunk of sessions is its own
 // short transaction, so agents' writes are not held up for long. A note
-// lost to a crash is written by the next decision's call. It stops when
-// the drain is no longer running and returns how many sessions it noted.
-// Errors: ErrStoreUnavailable.
+// lost to a crash is written by the next decision's call. It first resets
+// the sessions written before the drain (ResetWrittenBefore), so that
+// those it notes blocked are found in one index. It stops when the drain
+// is no longer running and returns how many sessions it noted. Errors:
+// ErrStoreUnavailable.
 func (s *Store) NoteDrainBlocked(ctx context.Context, drainID string) (int, error) {
-	start, err := s.runningDrainStart(ctx, drainID)
-	if err != nil || start == nil {
+	drain, err := s.runningDrain(ctx, drainID)
+	if err != nil || drain == nil {
 		return 0, err
 	}
+	if _, err := s.ResetWrittenBefore(ctx); err != nil {
+		return 0, err
+	}
+	start, epoch := fromMicros(drain.StartedAt), drain.Epoch
 	total := 0
 	for _, ready := range []bool{false, true} {
 		for after := ""; ; {
 			// Found on a reader: the write lock is taken only for sessions
 			// to note, and the update checks each again.
-			ids, err := s.toNote(ctx, *start, ready, after)
+			ids, err := s.toNote(ctx, start, epoch, ready, after)
 			if err != nil {
 				return total, err
 			}
@@ -61,7 +67,7 @@ func (s *Store) NoteDrainBlocked(ctx context.Context, drainID string) (int, erro
 				if err != nil || row == nil || row.ID != drainID || row.State != string(checkpointd.DrainRunning) {
 					return err
 				}
-				noted, err = s.note(ctx, tx, drainID, *start, s.now(), ready, ids)
+				noted, err = s.note(ctx, tx, drainID, start, epoch, s.now(), ready, ids)
 				return err
 			})
 			if err != nil {
@@ -73,9 +79,8 @@ func (s *Store) NoteDrainBlocked(ctx context.Context, drainID string) (int, erro
 	return total, nil
 }
 
-// runningDrainStart is when drainID started, or nil when it is not the
-// running drain.
-func (s *Store) runningDrainStart(ctx context.Context, drainID string) (*time.Time, error) {
+// runningDrain is drainID's row, or nil when it is not the running drain.
+func (s *Store) runningDrain(ctx context.Context, drainID string) (*drainRow, error) {
 	row, err := openDrain(ctx, s.rdb)
 	if err != nil {
 		return nil, s.classify(err)
@@ -83,8 +88,7 @@ func (s *Store) runningDrainStart(ctx context.Context, drainID string) (*time.Ti
 	if row == nil || row.ID != drainID || row.State != string(checkpointd.DrainRunning) {
 		return nil, nil
 	}
-	t := fromMicros(row.StartedAt)
-	return &t, nil
+	return row, nil
 }
 
 // notedOtherwise selects the sessions whose log does not say what the
@@ -94,34 +98,34 @@ const notedOtherwise = ` AND (drain_noted_at IS NULL OR drain_noted_at < ? OR dr
 
 // toNote returns up to decisionChunk sessions with ids after after to
 // note: the blocking ones (found through the partial index) or the ready
-// ones (every active session is read).
-func (s *Store) toNote(ctx context.Context, start time.Time, ready bool, after string) ([]string, error) {
-	from, which := s.blocking(), blockingWhere
+// ones for the drain of epoch (every active session is read).
+func (s *Store) toNote(ctx context.Context, start time.Time, epoch int64, ready bool, after string) ([]string, error) {
+	from, which, args := s.blocking(), blockingWhere, []any{}
 	if ready {
-		from, which = `sessions`, readyWhere
+		from, which, args = `sessions`, readyWhere, []any{epoch}
 	}
 	var ids []string
 	err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(`SELECT id FROM `+from+` WHERE `+which+notedOtherwise+`
-AND id > ? ORDER BY id LIMIT ?`), micros(start), ready, after, decisionChunk)
+AND id > ? ORDER BY id LIMIT ?`), append(args, micros(start), ready, after, decisionChunk)...)
 	return ids, s.classify(err)
 }
 
 // note records the decision in the logs of those of ids that still need
 // it, and returns how many it noted.
-func (s *Store) note(ctx context.Context, tx *sqlx.Tx, drainID string, start, now time.Time, ready bool, ids []string) (int, error) {
-	which := blockingWhere
+func (s *Store) note(ctx context.Context, tx *sqlx.Tx, drainID string, start time.Time, epoch int64, now time.Time, ready bool, ids []string) (int, error) {
+	which, args := blockingWhere, []any{micros(now), ready, ids}
 	if ready {
-		which = readyWhere
+		which, args = readyWhere, append(args, epoch)
 	}
 	var rows []blockerRow
 	if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1, drain_noted_at = ?, drain_noted_ready = ?
 WHERE id IN (?) AND `+which+notedOtherwise+`
-RETURNING `+blockerColumns+`, event_seq, checkpoint_seq`, micros(now), ready, ids, micros(start), ready); err != nil {
+RETURNING `+blockerColumns+`, event_seq, checkpoint_seq`, append(args, micros(start), ready)...); err != nil {
 		return 0, err
 	}
 	evs := make([]eventInsert, len(rows))
 	for i := range rows {
-		b := rows[i].blocker(start, now, s.liveness())
+		b := rows[i].blocker(start, epoch, now, s.liveness())
 		data := blockedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeBlocked, Ready: ready,
 			Reasons: b.Reasons, Missing: b.Missing}
 		if data.Reasons == nil {
@@ -133,5 +137,7 @@ RETURNING `+blockerColumns+`, event_seq, checkpoint_seq`, micros(now), ready, id
 	return len(rows), insertEvents(ctx, tx, now, evs)
 }
 
-// readyWhere is the complement of blockingWhere among active sessions.
-const readyWhere = `state = 'active' AND drain_ready AND validity = 'valid'`
+// readyWhere is the complement among active sessions of the sessions that
+// block the drain of the epoch its parameter names: neither
+// blockingWhere nor writtenBeforeWhere.
+const readyWhere = `state = 'active' AND drain_ready AND validity = 'valid' AND (current_run_id = '' OR checkpoint_epoch >= ?)`

@@ -64,6 +64,9 @@ func PlanQueries() []PlanQuery {
 	}
 	owner, oargs := listQuery(SessionFilter{State: checkpointd.SessionActive, Repo: "acme/*", Limit: 50}, time.Unix(5, 0), time.Minute)
 	qs = append(qs, PlanQuery{"sessions of an owner", owner, "sessions_owner_id", oargs})
+	qs = append(qs,
+		PlanQuery{"written before a drain (count)", countWrittenBefore("sessions"), "sessions_written_before", []any{int64(3)}},
+		PlanQuery{"written before a drain (reset)", selectWrittenBefore("sessions"), "sessions_written_before", []any{int64(3), 1000}})
 	return append(qs, PlanQuery{"unresponsive candidates", fmt.Sprintf(selectUnresponsive, ""), "sessions_unmarked_seen",
 		[]any{int64(5), int64(5), 200}})
 }
@@ -73,6 +76,8 @@ func PlanQueries() []PlanQuery {
 func SQLitePlanForms() map[string]string {
 	return map[string]string{
 		"unresponsive candidates": fmt.Sprintf(selectUnresponsive, (&Store{dialect: migrations.SQLite}).unmarked()),
+		"written before a drain (count)": countWrittenBefore((&Store{dialect: migrations.SQLite}).writtenBefore()),
+		"written before a drain (reset)": selectWrittenBefore((&Store{dialect: migrations.SQLite}).writtenBefore()),
 	}
 }
 

@@ -326,6 +326,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	workers.Go(func() error { return s.RunSettle(gctx) })
 	workers.Go(func() error { return journal.Run(gctx) })
 	workers.Go(func() error { return s.RunExclusive(gctx, workRunLiveness, s.RunUnresponsive) })
+	workers.Go(func() error { return s.RunExclusive(gctx, workDrainReset, s.RunResetWrittenBefore) })
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
 	workers.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
@@ -408,6 +409,9 @@ const (
 	workForgeStatus = "forge-status"
 	// workRunLiveness records run.unresponsive events for the change feed.
 	workRunLiveness = "run-liveness"
+	// workDrainReset moves the sessions written before a running drain
+	// into the drain's blocking index (store.ResetWrittenBefore).
+	workDrainReset = "drain-reset"
 )
 
 func workflowFrom(c *cli.Command) (checkpointd.Workflow, error) {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/lib/pq"
 
@@ -92,9 +93,17 @@ func URL(t testing.TB, b Backend) string {
 		}
 	}
 	t.Cleanup(func() {
-		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
+		// Work the test left running in the background (a drain's notes
+		// detach from their request) may still hold locks: the drop can
+		// lose a deadlock to it, and is tried again.
+		var err error
+		for range 20 {
+			if _, err = admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
+		t.Errorf("drop schema %s: %v", schema, err)
 	})
 	u, err := url.Parse(base)
 	if err != nil {

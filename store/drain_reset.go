@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
+)
+
+// resetChunk is how many sessions one reset transaction takes: each is
+// locked for a few milliseconds, not all of them for seconds.
+const resetChunk = 1000
+
+// ResetWrittenBefore sets drain_ready false on the sessions that block the
+// running drain only because they wrote nothing since it started
+// (writtenBeforeWhere), a chunk per transaction, until none is left; it
+// returns how many it reset. It changes no answer — those sessions block
+// either way (countDrain, selectBlockers) — but afterwards they are found
+// in sessions_drain_blocking, and the range the gate reads through
+// sessions_written_before is empty again. Each chunk checks the rows again
+// under their locks, so a session that wrote since it was found keeps its
+// readiness. Nothing is done while no drain runs. Errors:
+// ErrStoreUnavailable.
+func (s *Store) ResetWrittenBefore(ctx context.Context) (int, error) {
+	row, err := openDrain(ctx, s.rdb)
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	if row == nil || row.State != string(checkpointd.DrainRunning) {
+		return 0, nil
+	}
+	total := 0
+	for {
+		var ids []string
+		if err := s.rdb.SelectContext(ctx, &ids, s.rdb.Rebind(selectWrittenBefore(s.writtenBefore())), row.Epoch, resetChunk); err != nil {
+			return total, s.classify(err)
+		}
+		if len(ids) == 0 {
+			return total, nil
+		}
+		slices.Sort(ids)
+		var n int64
+		err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
+			if s.dialect == migrations.Postgres {
+				// Locked in id order, as settles and completions lock
+				// sessions: the UPDATE may visit them in any order.
+				var locked []string
+				if err := selectIn(ctx, tx, &locked, `SELECT id FROM sessions WHERE id IN (?) ORDER BY id FOR UPDATE`, ids); err != nil {
+					return err
+				}
+			}
+			q, args, err := sqlx.In(`UPDATE sessions SET drain_ready = FALSE WHERE id IN (?) AND `+writtenBeforeWhere, ids, row.Epoch)
+			if err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, tx.Rebind(q), args...)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+	}
+}
+
+// resetEvery is how often RunResetWrittenBefore looks for a drain whose
+// sessions are left to reset: one indexed read of the drain row and one of
+// an empty index range while nothing is left.
+const resetEvery = time.Second
+
+// RunResetWrittenBefore runs ResetWrittenBefore every second until ctx
+// ends. Run it under RunExclusive: one replica resets.
+func (s *Store) RunResetWrittenBefore(ctx context.Context) error {
+	t := time.NewTicker(resetEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			start := time.Now()
+			n, err := s.ResetWrittenBefore(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("drain: resetting the sessions written before the drain failed; they block it meanwhile, and the next pass resumes",
+					slog.String("err", err.Error()))
+			}
+			if n > 0 {
+				s.log.Info("drain: sessions written before the drain reset", slog.Int("count", n), slog.Duration("took", time.Since(start)))
+			}
+		}
+	}
+}
