@@ -75,7 +75,7 @@ func PlanQueries() []PlanQuery {
 // (they name their index: INDEXED BY), by name.
 func SQLitePlanForms() map[string]string {
 	return map[string]string{
-		"unresponsive candidates": fmt.Sprintf(selectUnresponsive, (&Store{dialect: migrations.SQLite}).unmarked()),
+		"unresponsive candidates":        fmt.Sprintf(selectUnresponsive, (&Store{dialect: migrations.SQLite}).unmarked()),
 		"written before a drain (count)": countWrittenBefore((&Store{dialect: migrations.SQLite}).writtenBefore()),
 		"written before a drain (reset)": selectWrittenBefore((&Store{dialect: migrations.SQLite}).writtenBefore()),
 	}
