@@ -134,3 +134,41 @@ func sideURL(dir, dbURL string) string {
 	}
 	return filepath.Join(dir, "checkpointd.db")
 }
+
+// TestServeResetsSessionsWrittenBefore: serve runs the drain's reset pass:
+// a session whose complete, valid checkpoint predates the drain blocks it
+// from the start, and within seconds the pass has moved it (the log says
+// so) with the status unchanged.
+func TestServeResetsSessionsWrittenBefore(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		dir, dbURL := t.TempDir(), backendURL(t, b)
+		d := startServe(t, environ{}, storeArgs(dir, dbURL)...)
+		op := readSecret(t, tokenPath(dir))
+		sess := newSession(t, d.URL, op)
+		call(t, "POST", d.URL+"/v1/sessions/"+sess.id+"/checkpoints", op, checkpointDoc(sess, "before")).expect(t, http.StatusCreated)
+		side := storetest.OpenURL(t, sideURL(dir, dbURL), checkpointd.SystemClock{})
+		if _, err := side.Observe(t.Context(), []checkpointd.Observation{{Repo: "acme/widgets", Branch: "fix-12",
+			Head: "0123456789abcdef0123456789abcdef01234567", Authoritative: true, Source: "test"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // the start comes strictly after the checkpoint
+		call(t, "POST", d.URL+"/v1/drain", op, map[string]any{"reason": "deploy"}).expect(t, http.StatusCreated)
+		status := func() string {
+			return string(call(t, "GET", d.URL+"/v1/drain", op, nil).expect(t, http.StatusOK).raw)
+		}
+		first := status()
+		if !strings.Contains(first, `"blocking":1`) || !strings.Contains(first, "no_checkpoint_since_drain") {
+			t.Fatalf("status right after the start: %s", first)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(d.stderr.String(), `msg="drain: sessions written before the drain reset" count=1`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no reset pass within 10s; log:\n%s", d.stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if after := status(); after != first {
+			t.Errorf("the reset changed the status:\nbefore %s\nafter  %s", first, after)
+		}
+	})
+}
