@@ -84,13 +84,20 @@ func repairSteps(d Dialect) []repairStep {
 	if d == Postgres {
 		// 00019's function was rewritten four times while main applied
 		// it, and 00025 replaced it and 00021's: today's definitions (the
-		// functions of 00025) replace whichever the database has. Goose
-		// applies this version after 00025 on a database that had 00025
-		// before it had this one.
-		steps = append(steps, repairStep{"checkpointd_write_checkpoint (00019, 00021, 00025)", func(ctx context.Context, tx *sql.Tx) error {
-			defs, err := statementBlocks(Postgres, "00025_write_checkpoint_checks_versions.sql")
-			if err != nil {
-				return err
+		// functions of 00025, then 00035's single write, which records
+		// the drain epoch) replace whichever the database has. Goose
+		// applies this version after 00025 — and after 00035 — on a
+		// database that had them before it had this one; installing
+		// 00035's function before its column exists is fine (PL/pgSQL
+		// resolves columns when it runs), and 00035 installs it again.
+		steps = append(steps, repairStep{"checkpointd_write_checkpoint (00019, 00021, 00025, 00035)", func(ctx context.Context, tx *sql.Tx) error {
+			var defs []string
+			for _, name := range []string{"00025_write_checkpoint_checks_versions.sql", "00035_drain_epochs.sql"} {
+				blocks, err := statementBlocks(Postgres, name)
+				if err != nil {
+					return err
+				}
+				defs = append(defs, blocks...)
 			}
 			for _, drop := range []string{`DROP FUNCTION IF EXISTS checkpointd_write_checkpoints`, `DROP FUNCTION IF EXISTS checkpointd_write_checkpoint`} {
 				if _, err := tx.ExecContext(ctx, drop); err != nil {

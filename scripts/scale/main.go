@@ -97,6 +97,7 @@ func fail(err error) {
 // The measurements, in the order of the table.
 var measured = []string{
 	"boot to ready (s)",
+	"boot reconcile pass",
 	"GET /v1/fleet",
 	"GET /v1/sessions?limit=50",
 	"GET /v1/sessions?repo=rare/*",
@@ -106,6 +107,7 @@ var measured = []string{
 	"GET /metrics",
 	"POST /v1/drain",
 	"GET /v1/drain (running)",
+	"GET /v1/drain (running, reset)",
 	"POST /v1/drain/complete (blocked)",
 	"POST /v1/drain/cancel",
 	"POST checkpoint",
@@ -161,6 +163,9 @@ func (r *run) measure(ctx context.Context) error {
 	if err := r.signIn(); err != nil {
 		return err
 	}
+	if r.times["boot reconcile pass"], err = r.bootPass(); err != nil {
+		return err
+	}
 	gets := map[string]string{
 		"GET /v1/fleet":                  "/v1/fleet",
 		"GET /v1/sessions?limit=50":      "/v1/sessions?limit=50",
@@ -196,12 +201,22 @@ func (r *run) measure(ctx context.Context) error {
 			{"POST /v1/drain/complete (blocked)", func() error { return r.post("/v1/drain/complete", `{}`, http.StatusConflict) }},
 			{"POST /v1/drain/cancel", func() error { return r.post("/v1/drain/cancel", `{}`, http.StatusOK) }},
 		}
-		for _, s := range steps {
+		for i, s := range steps {
 			began := time.Now()
 			if err := s.do(); err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
 			t[s.name] = ms(time.Since(began))
+			if i == 0 {
+				// The status again once the reset pass is through (a
+				// build with one), as it stays for the rest of the drain.
+				r.awaitReset()
+				began := time.Now()
+				if err := r.get("/v1/drain"); err != nil {
+					return err
+				}
+				t["GET /v1/drain (running, reset)"] = ms(time.Since(began))
+			}
 		}
 		cycle = append(cycle, t)
 	}
@@ -222,6 +237,48 @@ func (r *run) measure(ctx context.Context) error {
 		r.times["HOT updates of sessions (%)"] = 100 * float64(after[1]-before[1]) / float64(after[0]-before[0])
 	}
 	return err
+}
+
+// bootPass waits for the boot's reconcile pass and returns its duration
+// in ms, as its report says.
+func (r *run) bootPass() (float64, error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var last struct {
+			Report *struct {
+				Trigger    string `json:"trigger"`
+				DurationMS int64  `json:"duration_ms"`
+			} `json:"report"`
+		}
+		if err := r.call(r.operator, http.MethodGet, "/v1/reconcile/last", "", &last, http.StatusOK); err != nil {
+			return 0, err
+		}
+		if last.Report != nil && last.Report.Trigger == "boot" {
+			return float64(last.Report.DurationMS), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("no boot reconcile pass within 5 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// awaitReset waits (at most a minute) until no session is left that the
+// drain's reset pass has to reset; a build without one (no
+// checkpoint_epoch column) returns at once.
+func (r *run) awaitReset() {
+	db, err := r.open()
+	if err != nil {
+		return
+	}
+	defer db.Close()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var n int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE state = 'active' AND drain_ready AND current_run_id <> ''
+AND checkpoint_epoch < (SELECT MAX(epoch) FROM drains)`).Scan(&n); err != nil || n == 0 {
+			return
+		}
+	}
 }
 
 // exec runs a statement on the database beside the daemon.
