@@ -352,3 +352,43 @@ func TestEndedKeepsWhyAndWho(t *testing.T) {
 		}
 	})
 }
+
+// TestFleetLivenessAgreesWithTheList: a run heard last by a checkpoint
+// only (within the refresh, so the write did not move run_seen_at) is live
+// until the window passes that checkpoint, in the counts as in the list's
+// live filter, at each side of both bounds.
+func TestFleetLivenessAgreesWithTheList(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		window := checkpointd.DefaultRunLiveness
+		refresh := checkpointd.SeenRefresh(window)
+		byCheckpoint := drainSession(t, s, "acme/widgets", "author", "a")
+		drainSession(t, s, "acme/widgets", "author", "b") // heard at t0 only
+		clock.Advance(refresh / 2)
+		mustWrite(t, s, byCheckpoint, fleetDoc(byCheckpoint, "implementing", "", ""))
+		for _, tc := range []struct {
+			at   time.Duration // after t0
+			live int64
+		}{
+			{window - time.Second, 2},
+			{window + refresh/4, 1},
+			{window + refresh/2 + time.Second, 0},
+		} {
+			clock.Advance(t0.Add(tc.at).Sub(clock.Now()))
+			got, err := s.FleetCounts(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			live := true
+			listed, err := s.ListSessions(t.Context(), store.SessionFilter{State: checkpointd.SessionActive, Live: &live, Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ByLiveness[checkpointd.LivenessLive] != tc.live || got.ByLiveness[checkpointd.LivenessUnresponsive] != 2-tc.live ||
+				int64(len(listed)) != tc.live {
+				t.Errorf("at t0+%v: counts %v, %d listed live; want %d live", tc.at, got.ByLiveness, len(listed), tc.live)
+			}
+		}
+	})
+}
