@@ -139,3 +139,77 @@ func TestCountsEqualARecount(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainBlockingCountEqualsItsList: the drain's count of blocking
+// sessions (from session_counts for sessions_drain_blocking, and the
+// sessions written before the drain) equals its blocking list, read from
+// the indexes, after every kind of change that moves a session's
+// readiness: the start, writes complete and incomplete, a webhook's
+// verdict, a recorded write failure, a park, the reset pass, an end.
+func TestDrainBlockingCountEqualsItsList(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := t.Context()
+		clock := checkpointd.NewManualClock(t0)
+		s := storetest.Open(t, b, clock)
+		check := func(after string, want int64) {
+			t.Helper()
+			st, err := s.DrainStatus(ctx, store.DrainQuery{Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Counts.Blocking != int64(len(st.Blocking)) || st.Counts.Blocking != want || st.Counts.Ready != st.Counts.Active-want {
+				t.Errorf("after %s: counts %+v, %d listed; want %d blocking", after, *st.Counts, len(st.Blocking), want)
+			}
+		}
+		const head = "0123456789abcdef0123456789abcdef01234567"
+		var sess []*checkpointd.Session
+		for i := range 6 {
+			x := drainSession(t, s, "acme/widgets", "author", string(rune('a'+i)))
+			push(t, s, x, head)
+			mustWrite(t, s, x, drainDoc(x, head))
+			sess = append(sess, x)
+		}
+		clock.Advance(time.Second)
+		startDrain(t, s)
+		clock.Advance(time.Second)
+		check("the start", 6)
+		for _, x := range sess {
+			mustWrite(t, s, x, drainDoc(x, head))
+		}
+		check("complete writes", 0)
+		inc := drainDoc(sess[0], head)
+		inc.NextAction = nil
+		mustWrite(t, s, sess[0], inc)
+		check("an incomplete write", 1)
+		push(t, s, sess[1], "ffffffffffffffffffffffffffffffffffffffff")
+		check("a webhook: stale", 2)
+		if ok, err := s.RecordWriteFailure(ctx, store.WriteFailure{SessionID: sess[2].ID, RunID: sess[2].CurrentRun.ID, Code: "internal"}); err != nil || !ok {
+			t.Fatalf("RecordWriteFailure: %v %v", ok, err)
+		}
+		check("a write failure", 3)
+		if _, err := s.ParkSession(ctx, sess[3].ID, store.Operator{Name: "op"}, "host died", nil); err != nil {
+			t.Fatal(err)
+		}
+		check("a park of a ready session", 3)
+		if _, err := s.EndSessionAs(ctx, store.SessionEnd{SessionID: sess[0].ID, RunID: sess[0].CurrentRun.ID,
+			Outcome: checkpointd.OutcomeCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		check("an end", 2)
+		// The next drain: every session with a run blocks, first as written
+		// before it, then, once reset, from the counts.
+		if _, err := s.CancelDrain(ctx, "op"); err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, s, sess[1], drainDoc(sess[1], head))
+		push(t, s, sess[1], head)
+		clock.Advance(time.Second)
+		startDrain(t, s)
+		clock.Advance(time.Second)
+		check("the next start", 4)
+		if n, err := s.ResetWrittenBefore(ctx); err != nil || n != 3 {
+			t.Fatalf("ResetWrittenBefore: %d, %v", n, err)
+		}
+		check("the reset pass", 4)
+	})
+}

@@ -465,29 +465,33 @@ func (s *Store) selectBlockers(ctx context.Context, tx *sqlx.Tx, epoch int64, wh
 	return rows[:min(len(rows), limit)], nil
 }
 
-// countDrain counts the active sessions (kept by triggers in
-// session_counts) and, over the two indexes, the sessions that block the
-// drain of epoch.
+// countBlocking sums, from session_counts, the active sessions and those
+// of sessions_drain_blocking (blockingWhere: the counts' key holds
+// validity and drain_ready, migration 00036).
+const countBlocking = `SELECT COALESCE(SUM(n), 0) AS active,
+    COALESCE(SUM(CASE WHEN NOT drain_ready OR validity <> 'valid' THEN n ELSE 0 END), 0) AS blocking FROM session_counts`
+
+// countDrain counts the active sessions and those that block the drain of
+// epoch: the rows of sessions_drain_blocking from the counts kept by
+// triggers, whatever their number, and the sessions written before the
+// drain over their index (as many as the reset pass has left: all of them
+// right after the start, none seconds later).
 func (s *Store) countDrain(ctx context.Context, tx *sqlx.Tx, epoch int64) (c checkpointd.DrainCounts, err error) {
-	if c.Active, err = countActive(ctx, tx); err != nil {
+	var sums struct {
+		Active   int64 `db:"active"`
+		Blocking int64 `db:"blocking"`
+	}
+	if err := tx.GetContext(ctx, &sums, countBlocking); err != nil {
 		return c, err
 	}
+	c.Active, c.Blocking = sums.Active, sums.Blocking
 	var before int64
-	if err := tx.GetContext(ctx, &c.Blocking, `SELECT COUNT(*) FROM `+s.blocking()+` WHERE `+blockingWhere); err != nil {
-		return c, err
-	}
 	if err := tx.GetContext(ctx, &before, tx.Rebind(countWrittenBefore(s.writtenBefore())), epoch); err != nil {
 		return c, err
 	}
 	c.Blocking += before
 	c.Ready = c.Active - c.Blocking
 	return c, nil
-}
-
-func countActive(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
-	var n int64
-	err := sqlx.GetContext(ctx, q, &n, `SELECT COALESCE(SUM(n), 0) FROM session_counts`)
-	return n, err
 }
 
 // DrainUnverified returns up to limit active sessions that block the

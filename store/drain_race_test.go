@@ -119,8 +119,8 @@ func TestDrainCreationRace(t *testing.T) {
 			default:
 				// Every shard row exists, so the create's trigger must
 				// update one of the held rows rather than insert its own.
-				if _, err := raw.ExecContext(ctx, `INSERT INTO session_counts (shard, validity, parked, n)
-SELECT substr('0123456789abcdef', i, 1), 'unverified', FALSE, 0 FROM generate_series(1, 16) i ON CONFLICT DO NOTHING`); err != nil {
+				if _, err := raw.ExecContext(ctx, `INSERT INTO session_counts (shard, validity, parked, drain_ready, n)
+SELECT substr('0123456789abcdef', i, 1), 'unverified', FALSE, FALSE, 0 FROM generate_series(1, 16) i ON CONFLICT DO NOTHING`); err != nil {
 					t.Fatal(err)
 				}
 				hold := holding(t, url, `SELECT shard FROM session_counts FOR UPDATE`)

@@ -9,7 +9,8 @@ import (
 // fleetCounts reads every fleet gauge in one statement: one snapshot on
 // both engines, so the numbers agree with each other.
 //   - validity and parked: session_counts, kept by triggers (migration
-//     00031): 16 shards × validity × parked, whatever the fleet's size;
+//     00031, 00036): 16 shards × validity × parked × drain_ready,
+//     whatever the fleet's size;
 //   - unresponsive: sessions_state_seen, the range of sightings up to
 //     the cutoff, checking the rows in it: a run last seen before the
 //     cutoff is live only by a checkpoint after it, and then only within
