@@ -319,12 +319,12 @@ func (s *Store) releaseSessionLeases(ctx context.Context, tx *sqlx.Tx, ch *chang
 
 // heldByRun returns the leases a run holds at now, id → fencing token: what
 // completeness checks a checkpoint's named leases against.
-func heldByRun(ctx context.Context, tx *sqlx.Tx, runID string, now time.Time) (map[string]int64, error) {
+func heldByRun(ctx context.Context, q sqlx.ExtContext, runID string, now time.Time) (map[string]int64, error) {
 	var rows []struct {
 		ID    string `db:"id"`
 		Token int64  `db:"fencing_token"`
 	}
-	if err := tx.SelectContext(ctx, &rows, tx.Rebind(`SELECT id, fencing_token FROM leases WHERE run_id = ? AND state = 'held' AND expires_at > ?`), runID, micros(now)); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &rows, q.Rebind(`SELECT id, fencing_token FROM leases WHERE run_id = ? AND state = 'held' AND expires_at > ?`), runID, micros(now)); err != nil {
 		return nil, err
 	}
 	held := make(map[string]int64, len(rows))

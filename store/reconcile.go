@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -345,45 +347,94 @@ func (s *Store) releaseMismatch(ctx context.Context, id, source string) (bool, e
 	return released, err
 }
 
+// namedLeaseRows reads the active sessions that rely on leases: leases_ok
+// already false, or a latest checkpoint that names one. The LIKE only
+// narrows the rows read; the document decides (lostNamedLease).
+const namedLeaseRows = `SELECT s.id, s.current_run_id, s.validity, s.validity_reason, s.leases_ok, c.document
+FROM sessions s JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
+WHERE s.state = 'active' AND s.validity NOT IN ('invalidated', 'lease_lost')
+  AND (NOT s.leases_ok OR c.document LIKE '%"lease_id"%')`
+
+type namedLeaseRow struct {
+	ID       string `db:"id"`
+	Run      string `db:"current_run_id"`
+	Validity string `db:"validity"`
+	Reason   string `db:"validity_reason"`
+	LeasesOK bool   `db:"leases_ok"`
+	Document string `db:"document"`
+}
+
+// lostNamedLease is the first lease r's document names that its current
+// run does not hold at now ("" when it holds them all).
+func lostNamedLease(ctx context.Context, q sqlx.ExtContext, r namedLeaseRow, now time.Time) (string, error) {
+	var doc checkpointd.Document
+	if err := jsonUnmarshal(r.Document, &doc); err != nil {
+		return "", err
+	}
+	if len(doc.Leases) == 0 {
+		return "", nil
+	}
+	held, err := heldByRun(ctx, q, r.Run, now)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range doc.Leases {
+		if _, ok := held[l.LeaseID]; !ok {
+			return l.LeaseID, nil
+		}
+	}
+	return "", nil
+}
+
 // judgeNamedLeases applies the lease half of the validity rule to every
 // active session that relies on leases: leases_ok already false (e.g. after
 // the boot reset made it unverified), or a latest checkpoint naming a lease
-// that its current run does not hold now.
+// that its current run does not hold now. The sessions are read on a
+// reader, outside the write lock (every active session whose checkpoint
+// names a lease: on SQLite the scan held the one writer on each pass);
+// only those that need a change are read again and judged in the write
+// transaction.
 func (s *Store) judgeNamedLeases(ctx context.Context, source string) (int, error) {
 	now := s.now()
+	var all []namedLeaseRow
+	if err := s.rdb.SelectContext(ctx, &all, namedLeaseRows+` ORDER BY s.id`); err != nil {
+		return 0, s.classify(err)
+	}
+	var ids []string
+	for _, r := range all {
+		lost := ""
+		if r.LeasesOK {
+			var err error
+			if lost, err = lostNamedLease(ctx, s.rdb, r, now); err != nil {
+				return 0, s.classify(err)
+			}
+		}
+		_, rejudged := checkpointd.Rejudge(checkpointd.Verdict{Validity: checkpointd.Validity(r.Validity), Reason: r.Reason},
+			checkpointd.ValidityEvidence{LeasesHeld: false})
+		if lost != "" || (!r.LeasesOK && rejudged) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
 	n := 0
 	err := s.change(ctx, CauseReconcile, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		n = 0
-		var rows []struct {
-			ID       string `db:"id"`
-			Run      string `db:"current_run_id"`
-			Validity string `db:"validity"`
-			Reason   string `db:"validity_reason"`
-			LeasesOK bool   `db:"leases_ok"`
-			Document string `db:"document"`
-		}
-		// The LIKE only narrows the rows read; the document decides.
-		if err := tx.SelectContext(ctx, &rows, `SELECT s.id, s.current_run_id, s.validity, s.validity_reason, s.leases_ok, c.document
-FROM sessions s JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
-WHERE s.state = 'active' AND s.validity NOT IN ('invalidated', 'lease_lost')
-  AND (NOT s.leases_ok OR c.document LIKE '%"lease_id"%') ORDER BY s.id`); err != nil {
-			return err
+		var rows []namedLeaseRow
+		for chunk := range slices.Chunk(ids, decisionChunk) {
+			var part []namedLeaseRow
+			if err := selectIn(ctx, tx, &part, namedLeaseRows+` AND s.id IN (?) ORDER BY s.id`, chunk); err != nil {
+				return err
+			}
+			rows = append(rows, part...)
 		}
 		for _, r := range rows {
 			missing := ""
 			if r.LeasesOK {
-				var doc checkpointd.Document
-				if err := jsonUnmarshal(r.Document, &doc); err != nil {
+				var err error
+				if missing, err = lostNamedLease(ctx, tx, r, now); err != nil {
 					return err
-				}
-				held, err := heldByRun(ctx, tx, r.Run, now)
-				if err != nil {
-					return err
-				}
-				for _, l := range doc.Leases {
-					if _, ok := held[l.LeaseID]; !ok && missing == "" {
-						missing = l.LeaseID
-					}
 				}
 				if missing == "" {
 					continue
