@@ -24,7 +24,8 @@ const resetChunk = 1000
 // in sessions_drain_blocking, and the range the gate reads through
 // sessions_written_before is empty again. Each chunk checks the rows again
 // under their locks, so a session that wrote since it was found keeps its
-// readiness. Nothing is done while no drain runs. Errors:
+// readiness. Nothing is done while no drain runs, and it stops when the
+// drain it started for ends. Errors:
 // ErrStoreUnavailable.
 func (s *Store) ResetWrittenBefore(ctx context.Context) (int, error) {
 	row, err := openDrain(ctx, s.rdb)
@@ -45,7 +46,16 @@ func (s *Store) ResetWrittenBefore(ctx context.Context) (int, error) {
 		}
 		slices.Sort(ids)
 		var n int64
+		stopped := false
 		err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
+			// A drain cancelled (or completed) meanwhile needs no more.
+			cur, err := openDrain(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if stopped = cur == nil || cur.ID != row.ID || cur.State != string(checkpointd.DrainRunning); stopped {
+				return nil
+			}
 			if s.dialect == migrations.Postgres {
 				// Locked in id order, as settles and completions lock
 				// sessions: the UPDATE may visit them in any order.
@@ -65,7 +75,7 @@ func (s *Store) ResetWrittenBefore(ctx context.Context) (int, error) {
 			n, err = res.RowsAffected()
 			return err
 		})
-		if err != nil {
+		if err != nil || stopped {
 			return total, err
 		}
 		total += int(n)

@@ -263,7 +263,7 @@ func (r *run) bootPass() (float64, error) {
 	}
 }
 
-// awaitReset waits (at most a minute) until no session is left that the
+// awaitReset waits (at most 3 minutes) until no session is left that the
 // drain's reset pass has to reset; a build without one (no
 // checkpoint_epoch column) returns at once.
 func (r *run) awaitReset() {
@@ -272,7 +272,7 @@ func (r *run) awaitReset() {
 		return
 	}
 	defer db.Close()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		var n int
 		if err := db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE state = 'active' AND drain_ready AND current_run_id <> ''
 AND checkpoint_epoch < (SELECT MAX(epoch) FROM drains)`).Scan(&n); err != nil || n == 0 {
@@ -281,14 +281,20 @@ AND checkpoint_epoch < (SELECT MAX(epoch) FROM drains)`).Scan(&n); err != nil ||
 	}
 }
 
-// exec runs a statement on the database beside the daemon.
+// exec runs a statement on the database beside the daemon, again when it
+// lost a deadlock to the daemon's own work (the drain's reset pass).
 func (r *run) exec(q string) error {
 	db, err := r.open()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	_, err = db.Exec(q)
+	for range 5 {
+		if _, err = db.Exec(q); err == nil || !strings.Contains(err.Error(), "deadlock detected") {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
 	return err
 }
 
