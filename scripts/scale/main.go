@@ -187,8 +187,10 @@ func (r *run) measure(ctx context.Context) error {
 	var cycle []map[string]float64
 	for range max(r.reps/3, 3) {
 		// As after a drain every session wrote for: every one ready, so
-		// the start resets them all.
-		if err := r.exec(`UPDATE sessions SET drain_ready = TRUE WHERE state = 'active' AND current_run_id <> ''`); err != nil {
+		// the start finds them all written before it. In chunks: one
+		// statement over 100k rows races the daemon's background passes
+		// into deadlocks it does not get out of.
+		if err := r.readyAll(); err != nil {
 			return err
 		}
 		t := map[string]float64{}
@@ -281,21 +283,32 @@ AND checkpoint_epoch < (SELECT MAX(epoch) FROM drains)`).Scan(&n); err != nil ||
 	}
 }
 
-// exec runs a statement on the database beside the daemon, again when it
-// lost a deadlock to the daemon's own work (the drain's reset pass).
-func (r *run) exec(q string) error {
+// readyAll sets drain_ready on every active session with a run, 2000 at
+// a time.
+func (r *run) readyAll() error {
 	db, err := r.open()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	for range 5 {
-		if _, err = db.Exec(q); err == nil || !strings.Contains(err.Error(), "deadlock detected") {
-			return err
+	for {
+		var n int64
+		for try := 0; ; try++ {
+			res, err := db.Exec(`UPDATE sessions SET drain_ready = TRUE WHERE id IN (SELECT id FROM sessions
+WHERE state = 'active' AND current_run_id <> '' AND NOT drain_ready ORDER BY id LIMIT 2000)`)
+			if err == nil {
+				n, _ = res.RowsAffected()
+				break
+			}
+			if try == 10 || !strings.Contains(err.Error(), "deadlock detected") {
+				return err
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(time.Second)
+		if n == 0 {
+			return nil
+		}
 	}
-	return err
 }
 
 // hotUpdates is PostgreSQL's count of the updates of sessions and of the
