@@ -526,3 +526,17 @@ func selectIn(ctx context.Context, tx *sqlx.Tx, dest any, q string, args ...any)
 	}
 	return tx.SelectContext(ctx, dest, tx.Rebind(q), args...)
 }
+
+// execIn runs q, whose IN (?) takes a list, and returns how many rows it
+// changed.
+func execIn(ctx context.Context, tx *sqlx.Tx, q string, args ...any) (int64, error) {
+	q, args, err := sqlx.In(q, args...)
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, tx.Rebind(q), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -64,15 +64,7 @@ func (s *Store) ResetWrittenBefore(ctx context.Context) (int, error) {
 					return err
 				}
 			}
-			q, args, err := sqlx.In(`UPDATE sessions SET drain_ready = FALSE WHERE id IN (?) AND `+writtenBeforeWhere, ids, row.Epoch)
-			if err != nil {
-				return err
-			}
-			res, err := tx.ExecContext(ctx, tx.Rebind(q), args...)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
+			n, err = execIn(ctx, tx, `UPDATE sessions SET drain_ready = FALSE WHERE id IN (?) AND `+writtenBeforeWhere, ids, row.Epoch)
 			return err
 		})
 		if err != nil || stopped {
@@ -90,22 +82,15 @@ const resetEvery = time.Second
 // RunResetWrittenBefore runs ResetWrittenBefore every second until ctx
 // ends. Run it under RunExclusive: one replica resets.
 func (s *Store) RunResetWrittenBefore(ctx context.Context) error {
-	t := time.NewTicker(resetEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			start := time.Now()
-			n, err := s.ResetWrittenBefore(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("drain: resetting the sessions written before the drain failed; they block it meanwhile, and the next pass resumes",
-					slog.String("err", err.Error()))
-			}
-			if n > 0 {
-				s.log.Info("drain: sessions written before the drain reset", slog.Int("count", n), slog.Duration("took", time.Since(start)))
-			}
+	return every(ctx, resetEvery, func(ctx context.Context) {
+		start := time.Now()
+		n, err := s.ResetWrittenBefore(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("drain: resetting the sessions written before the drain failed; they block it meanwhile, and the next pass resumes",
+				slog.String("err", err.Error()))
 		}
-	}
+		if n > 0 {
+			s.log.Info("drain: sessions written before the drain reset", slog.Int("count", n), slog.Duration("took", time.Since(start)))
+		}
+	})
 }

@@ -29,6 +29,21 @@ const (
 // share a lock.
 const lockSQL = `hashtextextended(current_schema() || ':checkpointd:' || $1, 0)`
 
+// every runs pass every d until ctx ends, and returns nil then: the loop
+// of each periodic pass (RunSettle, RunUnresponsive, RunResetWrittenBefore).
+func every(ctx context.Context, d time.Duration, pass func(ctx context.Context)) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			pass(ctx)
+		}
+	}
+}
+
 // RunExclusive runs fn whenever this process holds the lock of name, until
 // ctx ends. fn must return when its ctx ends. It returns nil when ctx ends.
 func (s *Store) RunExclusive(ctx context.Context, name string, fn func(ctx context.Context) error) error {

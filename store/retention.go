@@ -457,15 +457,8 @@ func (s *Store) deleteOldest(ctx context.Context, table, key, at string, before 
 	}
 	var n int64
 	err := s.write(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
-		q, args, err := sqlx.In(del, keys, micros(before))
-		if err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, tx.Rebind(q), args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		var err error
+		n, err = execIn(ctx, tx, del, keys, micros(before))
 		return err
 	})
 	if err != nil {

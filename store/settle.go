@@ -162,18 +162,11 @@ const SettleSweep = 10 * time.Second
 // RunSettle settles every SettleSweep until ctx ends. Every replica may run
 // it: settling one ref twice is a no-op.
 func (s *Store) RunSettle(ctx context.Context) error {
-	t := time.NewTicker(SettleSweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every(ctx, SettleSweep, func(ctx context.Context) {
 		pass, cancel := context.WithTimeout(ctx, SettleSweep)
+		defer cancel()
 		if err := s.Settle(pass); err != nil && ctx.Err() == nil {
 			s.log.Warn("settling live refs failed", slog.Any("err", err))
 		}
-		cancel()
-	}
+	})
 }

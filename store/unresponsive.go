@@ -93,21 +93,13 @@ func (s *Store) unmarked() string {
 // (at least every second, at most every minute) until ctx ends. Run it
 // under RunExclusive: one replica marks.
 func (s *Store) RunUnresponsive(ctx context.Context) error {
-	every := min(max(checkpointd.SeenRefresh(s.liveness()), time.Second), time.Minute)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			n, err := s.MarkUnresponsive(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("run liveness pass failed", slog.String("err", err.Error()))
-			}
-			if n > 0 {
-				s.log.Info("runs unresponsive", slog.Int("count", n))
-			}
+	return every(ctx, min(max(checkpointd.SeenRefresh(s.liveness()), time.Second), time.Minute), func(ctx context.Context) {
+		n, err := s.MarkUnresponsive(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("run liveness pass failed", slog.String("err", err.Error()))
 		}
-	}
+		if n > 0 {
+			s.log.Info("runs unresponsive", slog.Int("count", n))
+		}
+	})
 }
