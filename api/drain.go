@@ -178,6 +178,8 @@ func (a *api) completeDrain(w http.ResponseWriter, r *http.Request) error {
 		a.gate.NoteBlocked(r.Context(), d.ID)
 		return nil
 	}
+	// The sessions' logs are told after the answer, in the background.
+	a.gate.NoteCompleted(r.Context())
 	return writeJSON(w, http.StatusOK, drainResponse{Drain: d})
 }
 

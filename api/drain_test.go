@@ -360,8 +360,13 @@ func TestDrainScenario(t *testing.T) {
 		if r.str("drain", "state") != "completed" || r.str("drain", "decision", "outcome") != "completed" || r.num("drain", "decision", "counts", "ready") != 3 {
 			t.Fatalf("completion: %s", r.raw)
 		}
+		// The logs are told after the answer, in the background.
 		for _, a := range all {
 			n := count(h.eventKinds(a), checkpointd.EventDrainCompleted)
+			for deadline := time.Now().Add(10 * time.Second); a != rg && n == 0 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+				n = count(h.eventKinds(a), checkpointd.EventDrainCompleted)
+			}
 			if (a == rg) != (n == 0) || n > 1 {
 				t.Errorf("%s: %d drain.completed events", a.name, n)
 			}

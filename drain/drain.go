@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/checkpointd/checkpointd"
@@ -29,6 +30,7 @@ type Store interface {
 	CancelDrain(ctx context.Context, by string) (*checkpointd.Drain, error)
 	CompleteDrain(ctx context.Context, c store.DrainCompletion) (*checkpointd.Drain, error)
 	NoteDrainBlocked(ctx context.Context, drainID string) (int, error)
+	NoteDrainCompleted(ctx context.Context) (int, error)
 	DrainStatus(ctx context.Context, q store.DrainQuery) (*store.DrainStatus, error)
 	DrainUnverified(ctx context.Context, limit int) ([]string, error)
 	DrainGating(ctx context.Context) (bool, error)
@@ -80,8 +82,9 @@ type Gate struct {
 	HeaderTTL time.Duration
 	Log       *slog.Logger
 
-	header header
-	notes  struct {
+	header    header
+	completed atomic.Bool // a NoteCompleted runs
+	notes     struct {
 		mu      sync.Mutex
 		running bool
 		next    string // the drain to note after the running note
@@ -198,6 +201,26 @@ func (g *Gate) noteLoop(ctx context.Context, drainID string) {
 		g.notes.running = drainID != ""
 		g.notes.mu.Unlock()
 	}
+}
+
+// NoteCompleted records the completed drains in the logs of the sessions
+// they vouched for (store.NoteDrainCompleted) in the background, detached
+// from the caller, within a bound, and returns at once: 100k events take
+// seconds, and the completion is durable already. One runs at a time; what
+// it leaves, the store's drain pass (RunDrainVouches) notes.
+func (g *Gate) NoteCompleted(ctx context.Context) {
+	if !g.completed.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer g.completed.Store(false)
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noteTimeout)
+		defer cancel()
+		if n, err := g.Store.NoteDrainCompleted(nctx); err != nil {
+			g.log().WarnContext(ctx, "drain: recording the completion in the sessions' logs failed; the drain pass resumes",
+				slog.Int("noted", n), slog.Any("err", err))
+		}
+	}()
 }
 
 // hold records the failed checkpoint writes this replica keeps because

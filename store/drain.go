@@ -519,17 +519,17 @@ AND drain_ready AND validity = 'unverified' ORDER BY id LIMIT ?`), limit); err !
 // selectIn runs q, whose IN (?) takes a list, with sqlx.In. The chunks are
 // explicit id lists: given a subquery instead, PostgreSQL hashes the whole
 // sessions table for every chunk.
-func selectIn(ctx context.Context, tx *sqlx.Tx, dest any, q string, args ...any) error {
+func selectIn(ctx context.Context, tx sqlx.ExtContext, dest any, q string, args ...any) error {
 	q, args, err := sqlx.In(q, args...)
 	if err != nil {
 		return err
 	}
-	return tx.SelectContext(ctx, dest, tx.Rebind(q), args...)
+	return sqlx.SelectContext(ctx, tx, dest, tx.Rebind(q), args...)
 }
 
 // execIn runs q, whose IN (?) takes a list, and returns how many rows it
 // changed.
-func execIn(ctx context.Context, tx *sqlx.Tx, q string, args ...any) (int64, error) {
+func execIn(ctx context.Context, tx sqlx.ExtContext, q string, args ...any) (int64, error) {
 	q, args, err := sqlx.In(q, args...)
 	if err != nil {
 		return 0, err

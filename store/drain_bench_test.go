@@ -261,31 +261,71 @@ func reportRSS(b *testing.B) {
 }
 
 // BenchmarkDrainCompletion measures the completing decision over 100k
-// active sessions, all ready: every row is locked and checked again and a
-// drain.completed event is appended to each session's log, in one
-// transaction. It runs once per drain, before a restart.
+// active sessions, all ready, once before a restart: "vouched" after the
+// drain's pass read back every latest checkpoint (the completion counts
+// again under the readiness lock and keeps its cut), "unvouched" with no
+// pass before it (it reads back all 100k itself); then the pass itself
+// (vouch) and the notes of a 100k cut (note), both in the background.
 func BenchmarkDrainCompletion(b *testing.B) {
 	active, _ := drainBenchSize(b)
 	eachBackend(b, func(b *testing.B, be storetest.Backend) {
 		url := storetest.URL(b, be)
 		s := seedDrainURL(b, be, url, active, 1<<40)
 		db := openRaw(b, be, url)
-		b.ReportAllocs()
-		for b.Loop() {
-			b.StopTimer()
-			if _, err := db.ExecContext(b.Context(), `UPDATE drains SET state = 'running', is_open = 1, ended_at = NULL, decision = ''`); err != nil {
+		exec := func(q string) {
+			b.Helper()
+			if _, err := db.ExecContext(b.Context(), q); err != nil {
 				b.Fatal(err)
-			}
-			b.StartTimer()
-			d, err := s.CompleteDrain(b.Context(), store.DrainCompletion{By: "bench", Limit: 50})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if d.State != checkpointd.DrainCompleted || d.Decision.Counts.Active != int64(active) {
-				b.Fatalf("completion %+v %+v", d.State, d.Decision.Counts)
 			}
 		}
-		reportRSS(b)
+		reopen := func() { exec(`UPDATE drains SET state = 'running', is_open = 1, ended_at = NULL, decision = ''`) }
+		for _, vouched := range []bool{false, true} {
+			b.Run(map[bool]string{false: "unvouched", true: "vouched"}[vouched], func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					reopen()
+					if !vouched {
+						exec(`DELETE FROM drain_vouches`)
+					} else if _, err := s.VouchReady(b.Context()); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					d, err := s.CompleteDrain(b.Context(), store.DrainCompletion{By: "bench", Limit: 50})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if d.State != checkpointd.DrainCompleted || d.Decision.Counts.Active != int64(active) {
+						b.Fatalf("completion %+v %+v", d.State, d.Decision.Counts)
+					}
+				}
+				reportRSS(b)
+			})
+		}
+		b.Run("vouch", func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				reopen()
+				exec(`DELETE FROM drain_vouches`)
+				b.StartTimer()
+				if n, err := s.VouchReady(b.Context()); err != nil || n != active {
+					b.Fatalf("VouchReady: %d, %v", n, err)
+				}
+			}
+		})
+		b.Run("note", func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				reopen()
+				if _, err := s.CompleteDrain(b.Context(), store.DrainCompletion{By: "bench", Limit: 50}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if n, err := s.NoteDrainCompleted(b.Context()); err != nil || n != active {
+					b.Fatalf("NoteDrainCompleted: %d, %v", n, err)
+				}
+			}
+		})
 	})
 }
 

@@ -7,15 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/migrations"
 )
 
 // errDrainRaced reports a session that stopped being ready between the
-// index read and locking every active row; the decision is taken again.
+// first count and the count under the readiness lock, or a delivery not
+// settled yet; the decision is taken again.
 var errDrainRaced = fmt.Errorf("%w: sessions kept changing while the drain was being completed; try again", checkpointd.ErrStoreUnavailable)
 
 // DrainCompletion is a request to complete the open drain.
@@ -37,11 +38,13 @@ type DrainCompletion struct {
 // and every registered replica answered c.Request or was overridden (the
 // drain is then completed), blocked otherwise, with the counts, the first
 // c.Limit blocking sessions by id and the unconfirmed replicas. Either way the decision is stored on
-// the drain. A completion is recorded in every active session's log in the
-// same transaction; a blocked decision is recorded in every active
-// session's log by NoteDrainBlocked, which the caller runs after it
-// answered. A completion locks every active session row and checks it
-// again, so no session that stopped being ready concurrently is passed. A
+// the drain. A completion keeps the sessions active at its commit with the
+// latest checkpoint it read back of each (drain_vouches: vouchCut), which
+// NoteDrainCompleted records in their logs after it committed; a blocked
+// decision is recorded in every active session's log by
+// NoteDrainBlocked. The caller runs either after it answered. A completion
+// counts again under the readiness lock (PostgreSQL; SQLite's one writer),
+// so no session that stopped being ready concurrently is passed. A
 // completed drain is answered as it is.
 // Errors: ErrNotFound (no open drain), ErrStoreUnavailable: no decision is
 // taken from state that could not be read.
@@ -125,9 +128,23 @@ WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
 				dec.Blocking = append(dec.Blocking, head[i].blocker(start, row.Epoch, now, s.liveness()))
 			}
 		} else {
-			// The index says nothing blocks: lock every active session and
-			// check each row again, so the completion holds at commit.
-			n, err := s.noteCompleted(ctx, tx, row.ID, row.Epoch, now)
+			// Nothing blocks. On PostgreSQL, wait for the changes that
+			// made a ready session block and hold off the next ones to
+			// this commit, and count again: what is counted then holds at
+			// commit.
+			if s.dialect == migrations.Postgres {
+				if _, err := tx.ExecContext(ctx, lockReadiness, readinessLock); err != nil {
+					return err
+				}
+				again, err := s.countDrain(ctx, tx, row.Epoch)
+				if err != nil {
+					return err
+				}
+				if again.Blocking > 0 {
+					return errDrainRaced
+				}
+			}
+			n, err := s.vouchCut(ctx, tx, row.Epoch)
 			if err != nil {
 				return err
 			}
@@ -159,7 +176,7 @@ WHERE is_open = 1 AND state = 'running' RETURNING `+drainColumns)
 	return out, err
 }
 
-// decisionChunk is how many sessions a decision locks and records per
+// decisionChunk is how many sessions a decision's notes record per
 // statement: memory stays bounded however many sessions are active.
 const decisionChunk = 1000
 
@@ -169,70 +186,6 @@ type completedEvent struct {
 	// CheckpointSeq is the checkpoint the completion vouched for: what
 	// the session resumes from after the restart.
 	CheckpointSeq int64 `json:"checkpoint_seq"`
-}
-
-// noteCompleted locks every active session, chunk by chunk in id order,
-// checks each is still ready for the drain of epoch, reads back its latest checkpoint and records
-// the completion in its log. It returns how many sessions it recorded,
-// errDrainRaced when one stopped being ready after the gate counted, or
-// an *unreadableError naming every latest checkpoint that does not read
-// back (drain_readback.go).
-func (s *Store) noteCompleted(ctx context.Context, tx *sqlx.Tx, drainID string, epoch int64, now time.Time) (int64, error) {
-	var n int64
-	checks := s.startReadBacks()
-	defer checks.stop()
-	for after := ""; ; {
-		var rows []struct {
-			ID            string `db:"id"`
-			EventSeq      int64  `db:"event_seq"`
-			Ready         bool   `db:"drain_ready"`
-			Validity      string `db:"validity"`
-			CheckpointSeq int64  `db:"checkpoint_seq"`
-			Epoch         int64  `db:"checkpoint_epoch"`
-			Run           string `db:"current_run_id"`
-		}
-		var ids []string
-		// Locked here, in id order, as settles lock sessions: the UPDATE
-		// below may visit them in any order.
-		if err := tx.SelectContext(ctx, &ids, tx.Rebind(`SELECT id FROM sessions WHERE state = 'active' AND id > ? ORDER BY id LIMIT ?`+
-			s.dialectSQL("", " FOR UPDATE")), after, decisionChunk); err != nil {
-			return 0, err
-		}
-		if len(ids) == 0 {
-			bad, err := checks.wait()
-			if err != nil {
-				return 0, err
-			}
-			if len(bad) > 0 {
-				return 0, &unreadableError{latest: bad}
-			}
-			return n, nil
-		}
-		after = ids[len(ids)-1]
-		// Only event_seq changes: no indexed column, so PostgreSQL may
-		// update in place (HOT) and leave the indexes alone.
-		if err := selectIn(ctx, tx, &rows, `UPDATE sessions SET event_seq = event_seq + 1 WHERE id IN (?) AND state = 'active'
-RETURNING id, event_seq, drain_ready, validity, checkpoint_seq, checkpoint_epoch, current_run_id`, ids); err != nil {
-			return 0, err
-		}
-		evs := make([]eventInsert, len(rows))
-		latest := make([]latestRef, len(rows))
-		for i, r := range rows {
-			if !r.Ready || r.Validity != string(checkpointd.ValidityValid) || (r.Run != "" && r.Epoch < epoch) {
-				return 0, errDrainRaced
-			}
-			latest[i] = latestRef{ID: r.ID, Seq: r.CheckpointSeq}
-			evs[i] = eventInsert{sessionID: r.ID, seq: r.EventSeq, kind: checkpointd.EventDrainCompleted,
-				checkpointSeq: r.CheckpointSeq, data: completedEvent{DrainID: drainID, Outcome: checkpointd.DrainOutcomeCompleted, CheckpointSeq: r.CheckpointSeq}}
-		}
-		if err := checks.fetch(ctx, tx, latest); err != nil {
-			return 0, err
-		}
-		if err := insertEvents(ctx, tx, now, evs); err != nil {
-			return 0, err
-		}
-		n += int64(len(rows))
-	}
 }
 
 // forgetReplicas drops the replicas a completion was told to pass: the

@@ -182,6 +182,9 @@ func assertNothingEscaped(t *testing.T, s *store.Store) {
 	if st.Counts.Blocking != 0 {
 		t.Errorf("the drain completed, yet %d of %d active sessions block it: %+v", st.Counts.Blocking, st.Counts.Active, st.Blocking)
 	}
+	if _, err := s.NoteDrainCompleted(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	active, err := s.ListSessions(t.Context(), store.SessionFilter{State: checkpointd.SessionActive, Limit: 500})
 	if err != nil {
 		t.Fatal(err)
@@ -244,4 +247,52 @@ func waitBlockedBy(t *testing.T, raw *sql.DB, pid int, done chan error) int {
 	}
 	t.Fatalf("nothing waited for backend %d, and nothing finished", pid)
 	return 0
+}
+
+// TestDrainCompletionWaitsForReadinessLost: a change on another replica
+// that makes a ready session block (here a raw transaction marking it
+// stale, as a webhook's settle would) and has not committed when a
+// completion counts is waited for, and the completion then sees it: it
+// answers blocked, never completed with a stale session. The change holds
+// the readiness lock shared from its trigger; the completion takes it
+// exclusively before it counts again.
+func TestDrainCompletionWaitsForReadinessLost(t *testing.T) {
+	ctx := t.Context()
+	url := storetest.URL(t, storetest.Postgres)
+	s := storetest.OpenURL(t, url, checkpointd.SystemClock{})
+	raw := openRaw(t, storetest.Postgres, url)
+	sess := drainSession(t, s, "acme/widgets", "author", "fix-1")
+	other := drainSession(t, s, "acme/widgets", "author", "fix-2")
+	for _, x := range []*checkpointd.Session{sess, other} {
+		push(t, s, x, headA)
+	}
+	if _, _, err := s.StartDrain(ctx, "deploy", "tok_op"); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*checkpointd.Session{sess, other} {
+		mustWrite(t, s, x, drainDoc(x, headA))
+	}
+	if st := drainStatus(t, s, store.DrainQuery{}); st.Counts.Blocking != 0 {
+		t.Fatalf("before the change: %+v", st.Counts)
+	}
+	hold := holding(t, url, `UPDATE sessions SET validity = 'stale', validity_reason = 'head_moved' WHERE id = $1`, sess.ID)
+	decided := make(chan error, 1)
+	var d *checkpointd.Drain
+	go func() {
+		var err error
+		d, err = s.CompleteDrain(ctx, store.DrainCompletion{By: "tok_op", Limit: 10})
+		decided <- err
+	}()
+	if waitBlockedBy(t, raw, backendPID(t, hold), decided) == 0 {
+		t.Fatal("the completion decided without waiting for the uncommitted change that made a session block")
+	}
+	if err := hold.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-decided; err != nil {
+		t.Fatalf("CompleteDrain: %v", err)
+	}
+	if d.Decision.Outcome != checkpointd.DrainOutcomeBlocked || d.Decision.Counts.Blocking != 1 || d.Decision.Blocking[0].SessionID != sess.ID {
+		t.Fatalf("decision %+v, want blocked by %s", d.Decision, sess.ID)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/jmoiron/sqlx"
@@ -39,8 +40,8 @@ func (e *unreadableError) Unwrap() error { return checkpointd.ErrStoreUnavailabl
 
 // latestRef is a session and the seq of its latest checkpoint.
 type latestRef struct {
-	ID  string
-	Seq int64
+	ID  string `db:"id"`
+	Seq int64  `db:"seq"`
 }
 
 // readBacks checks the latest checkpoints a completion vouches for off
@@ -89,25 +90,32 @@ func (r *readBacks) check(docs []stored) {
 	}
 }
 
-// fetch reads the latest checkpoints of latest (rows the caller locked)
-// and queues them; a session whose latest row is missing is unreadable.
-func (r *readBacks) fetch(ctx context.Context, tx *sqlx.Tx, latest []latestRef) error {
-	ids := make([]string, len(latest))
-	for i, l := range latest {
-		ids[i] = l.ID
+// fetch reads the checkpoints latest names (each session's latest when
+// it was read) and queues them; a session whose checkpoint is missing is
+// unreadable. CROSS JOIN keeps SQLite's planner from scanning checkpoints
+// once per pair (its stats favour that order; PostgreSQL reorders freely).
+func (r *readBacks) fetch(ctx context.Context, q sqlx.ExtContext, latest []latestRef) error {
+	if len(latest) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 2*len(latest))
+	for _, l := range latest {
+		args = append(args, l.ID, l.Seq)
 	}
 	var docs []stored
-	if err := selectIn(ctx, tx, &docs, `SELECT c.session_id, c.seq, c.document, c.sealed, c.document_digest
-FROM sessions s JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq WHERE s.id IN (?)`, ids); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &docs, q.Rebind(`WITH w (session_id, seq) AS (VALUES `+
+		strings.Repeat("(?, CAST(? AS BIGINT)), ", len(latest)-1)+`(?, CAST(? AS BIGINT)))
+SELECT c.session_id, c.seq, c.document, c.sealed, c.document_digest FROM w
+CROSS JOIN checkpoints c WHERE c.session_id = w.session_id AND c.seq = w.seq`), args...); err != nil {
 		return err
 	}
-	found := make(map[string]int64, len(docs))
+	found := make(map[latestRef]bool, len(docs))
 	for _, d := range docs {
-		found[d.SessionID] = d.Seq
+		found[latestRef{ID: d.SessionID, Seq: d.Seq}] = true
 	}
 	r.mu.Lock()
 	for _, l := range latest {
-		if seq, ok := found[l.ID]; !ok || seq != l.Seq {
+		if !found[l] {
 			r.bad[l.ID] = l.Seq
 		}
 	}

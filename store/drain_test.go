@@ -335,6 +335,24 @@ func TestDrainGate(t *testing.T) {
 			dec.EndedAt == nil || dec.Decision.Counts != (checkpointd.DrainCounts{Active: 7, Ready: 7}) {
 			t.Fatalf("completion %+v decision %+v", dec, dec.Decision)
 		}
+		// The logs are told after the decision, of the checkpoint it
+		// vouched for: not of one written since.
+		vouched := map[string]int64{}
+		for id := range names {
+			if l := getSession(t, s, id).Latest; l != nil {
+				vouched[id] = l.Seq
+			}
+		}
+		mustWrite(t, s, ready, drainDoc(ready, headA))
+		if evs := eventsOf(t, s, ready.ID, checkpointd.EventDrainCompleted); len(evs) != 0 {
+			t.Errorf("drain.completed %v before the notes ran", evs)
+		}
+		if n, err := s.NoteDrainCompleted(ctx); err != nil || n != 7 {
+			t.Fatalf("NoteDrainCompleted: %d, %v; want 7", n, err)
+		}
+		if n, err := s.NoteDrainCompleted(ctx); err != nil || n != 0 {
+			t.Fatalf("NoteDrainCompleted again: %d, %v; want nothing left", n, err)
+		}
 		for id, name := range names {
 			evs := eventsOf(t, s, id, checkpointd.EventDrainCompleted)
 			if name == "ended" || name == "invalidated" {
@@ -343,7 +361,6 @@ func TestDrainGate(t *testing.T) {
 				}
 				continue
 			}
-			sess := getSession(t, s, id)
 			var data struct {
 				DrainID       string `json:"drain_id"`
 				CheckpointSeq int64  `json:"checkpoint_seq"`
@@ -351,8 +368,8 @@ func TestDrainGate(t *testing.T) {
 			if len(evs) == 1 {
 				_ = json.Unmarshal(evs[0].Data, &data)
 			}
-			if len(evs) != 1 || data.DrainID != d.ID || data.CheckpointSeq != sess.Latest.Seq {
-				t.Errorf("%s: drain.completed events %v, want one naming checkpoint %d", name, evs, sess.Latest.Seq)
+			if len(evs) != 1 || data.DrainID != d.ID || data.CheckpointSeq != vouched[id] || !evs[0].At.Equal(*dec.EndedAt) {
+				t.Errorf("%s: drain.completed events %v, want one naming checkpoint %d at %v", name, evs, vouched[id], dec.EndedAt)
 			}
 		}
 		// A completed drain keeps gating until lifted; asking again answers it.

@@ -135,11 +135,12 @@ func sideURL(dir, dbURL string) string {
 	return filepath.Join(dir, "checkpointd.db")
 }
 
-// TestServeResetsSessionsWrittenBefore: serve runs the drain's reset pass:
-// a session whose complete, valid checkpoint predates the drain blocks it
-// from the start, and within seconds the pass has moved it (the log says
-// so) with the status unchanged.
-func TestServeResetsSessionsWrittenBefore(t *testing.T) {
+// TestServeRunsTheDrainPasses: serve runs the drain's background passes.
+// A session whose complete, valid checkpoint predates the drain blocks it
+// from the start, and within seconds the reset pass has moved it (the log
+// says so) with the status unchanged; once it wrote again, the vouch pass
+// reads its checkpoint back, and after the completion its log records it.
+func TestServeRunsTheDrainPasses(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		dir, dbURL := t.TempDir(), backendURL(t, b)
 		d := startServe(t, environ{}, storeArgs(dir, dbURL)...)
@@ -169,6 +170,28 @@ func TestServeResetsSessionsWrittenBefore(t *testing.T) {
 		}
 		if after := status(); after != first {
 			t.Errorf("the reset changed the status:\nbefore %s\nafter  %s", first, after)
+		}
+		// Written since: the drain pass reads it back ahead of the
+		// completion, which the session's log then records.
+		call(t, "POST", d.URL+"/v1/sessions/"+sess.id+"/checkpoints", op, checkpointDoc(sess, "after")).expect(t, http.StatusCreated)
+		awaitLog := func(line string) {
+			t.Helper()
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(d.stderr.String(), line); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no %q within 10s; log:\n%s", line, d.stderr.String())
+				}
+			}
+		}
+		awaitLog(`msg="drain: latest checkpoints read back for the completion" count=1`)
+		call(t, "POST", d.URL+"/v1/drain/complete", op, nil).expect(t, http.StatusOK)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			evs := string(call(t, "GET", d.URL+"/v1/sessions/"+sess.id+"/events", op, nil).expect(t, http.StatusOK).raw)
+			if strings.Contains(evs, `"drain.completed"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no drain.completed in the log within 10s: %s", evs)
+			}
 		}
 	})
 }

@@ -327,6 +327,7 @@ func serve(ctx context.Context, c *cli.Command, getenv func(string) string) erro
 	workers.Go(func() error { return journal.Run(gctx) })
 	workers.Go(func() error { return s.RunExclusive(gctx, workRunLiveness, s.RunUnresponsive) })
 	workers.Go(func() error { return s.RunExclusive(gctx, workDrainReset, s.RunResetWrittenBefore) })
+	workers.Go(func() error { return s.RunExclusive(gctx, workDrainVouch, s.RunDrainVouches) })
 	// The first pass starts at once, in the background: readiness never
 	// waits for the forge.
 	workers.Go(func() error { return s.RunExclusive(gctx, workReconcile, reconciler.Run) })
@@ -412,6 +413,10 @@ const (
 	// workDrainReset moves the sessions written before a running drain
 	// into the drain's blocking index (store.ResetWrittenBefore).
 	workDrainReset = "drain-reset"
+	// workDrainVouch reads back the latest checkpoints of the sessions
+	// ready for a running drain, and records a completed drain in its
+	// sessions' logs (store.RunDrainVouches).
+	workDrainVouch = "drain-vouch"
 )
 
 func workflowFrom(c *cli.Command) (checkpointd.Workflow, error) {
