@@ -58,7 +58,7 @@ func (s *Store) open(c stored) ([]byte, error) {
 	if s.keys == nil {
 		return nil, errNoKeys
 	}
-	private, err := s.keys.Open(c.Sealed, checkpointAAD(c.SessionID, c.Seq))
+	private, err := s.keys.Open(c.Sealed, CheckpointAAD(c.SessionID, c.Seq))
 	if err != nil {
 		return nil, fmt.Errorf("%w: checkpoint %s/%d: %w", checkpointd.ErrCheckpointCorrupt, c.SessionID, c.Seq, err)
 	}

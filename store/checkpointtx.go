@@ -167,7 +167,7 @@ func (s *Store) writeInTx(ctx context.Context, w CheckpointWrite, cp *checkpoint
 		}
 		if _, err := tx.StmtxContext(ctx, hot.insertCheckpoint).ExecContext(ctx, w.SessionID, seq, cp.ParentSeq, doc.RunID,
 			doc.FencingToken, micros(now), doc.Stage, in.ws.Branch, in.head, w.Digest, w.Redactions, cp.Complete,
-			string(missingJSON), string(in.clearJSON), s.keys.Seal(in.private, checkpointAAD(w.SessionID, seq)), documentDigest(in.clearJSON)); err != nil {
+			string(missingJSON), string(in.clearJSON), s.keys.Seal(in.private, CheckpointAAD(w.SessionID, seq)), documentDigest(in.clearJSON)); err != nil {
 			return err
 		}
 		if _, err := tx.StmtxContext(ctx, hot.insertEvent).ExecContext(ctx, w.SessionID, eseq, micros(now),
@@ -226,7 +226,8 @@ func nullIfZero[T comparable](v T) any {
 	return v
 }
 
-// checkpointAAD binds a sealed value to its checkpoint row.
-func checkpointAAD(sessionID string, seq int64) []byte {
+// CheckpointAAD binds a sealed value to its checkpoint row. Exported for
+// scripts/scale, which seals each cloned checkpoint for its own row.
+func CheckpointAAD(sessionID string, seq int64) []byte {
 	return fmt.Appendf(nil, "checkpoint\x00%s\x00%d", sessionID, seq)
 }

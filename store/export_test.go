@@ -185,9 +185,6 @@ func PauseAfterDrainCheck(s *Store, pause func(pid int)) {
 	}
 }
 
-// CheckpointAAD is what a checkpoint's sealed fields are bound to.
-func CheckpointAAD(sessionID string, seq int64) []byte { return checkpointAAD(sessionID, seq) }
-
 // DocumentDigest is what a checkpoint row keeps of its clear document.
 func DocumentDigest(document []byte) string { return documentDigest(document) }
 

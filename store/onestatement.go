@@ -161,7 +161,7 @@ func (s *Store) writeInOneStatement(ctx context.Context, w CheckpointWrite, cp *
 		now: micros(now), seenBefore: in.seenBefore, pr: in.pr, branch: in.ws.Branch, worktree: in.ws.Worktree, head: in.head,
 		stage: doc.Stage, waitingOn: in.waitingOn, nextActor: in.nextActor, leaseIDs: ids, leaseTokens: tokens,
 		complete: j.Complete, missing: string(missingJSON), wsBranch: in.ws.Branch, digest: w.Digest, redactions: int64(w.Redactions),
-		document: string(in.clearJSON), sealed: s.keys.Seal(in.private, checkpointAAD(w.SessionID, seq)),
+		document: string(in.clearJSON), sealed: s.keys.Seal(in.private, CheckpointAAD(w.SessionID, seq)),
 		documentDigest: documentDigest(in.clearJSON), eventKind: checkpointd.EventCheckpointWritten, eventData: string(evData),
 		repoKey: strings.ToLower(known.repo), validity: string(j.Validity), reason: j.Reason,
 		liveRef: liveKey, liveVersion: known.liveVersion,
