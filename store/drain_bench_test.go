@@ -33,9 +33,11 @@ func drainBenchSize(b *testing.B) (active, every int) {
 // seedDrainURL fills the fresh database at url with active sessions, one
 // run and one complete checkpoint each, and a drain running since before
 // every checkpoint; one session in every is not ready (no checkpoint since
-// the drain, incomplete, stale, lease lost, unverified in turn). It seeds
-// with SQL on its own connection: the API would take minutes for 100k.
-func seedDrainURL(tb testing.TB, be storetest.Backend, url string, active, every int) *store.Store {
+// the drain, incomplete, stale, lease lost, unverified in turn). When
+// leased, each run holds a lease (lea_b<i>, for an hour) that its
+// checkpoint names. It seeds with SQL on its own connection: the API would
+// take minutes for 100k.
+func seedDrainURL(tb testing.TB, be storetest.Backend, url string, active, every int, leased bool) *store.Store {
 	tb.Helper()
 	s := storetest.OpenURL(tb, url, checkpointd.SystemClock{})
 	db := openRaw(tb, be, url)
@@ -73,7 +75,16 @@ WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0 AND (CAST(
 			tb.Fatalf("seed: %v\n%s", err, q)
 		}
 		if i == 1 {
-			seedCheckpoints(tb, be, db, active, written)
+			seedCheckpoints(tb, be, db, active, written, leased)
+			if leased {
+				q := series + `INSERT INTO leases (id, resource_key, kind, repo, repo_key, branch, session_id, run_id,
+    fencing_token, state, acquired_at, expires_at, term)
+SELECT 'lea_b' || i, 'branch:acme/r' || (i % 200) || ':fix-' || i, 'branch', 'acme/r' || (i % 200), 'acme/r' || (i % 200),
+    'fix-' || i, 'ses_b' || i, 'run_b' || i, 1, 'held', ` + fmt.Sprint(start) + `, ` + fmt.Sprint(time.Now().Add(time.Hour).UnixMicro()) + `, 3600000000 FROM n`
+				if _, err := db.Exec(q); err != nil {
+					tb.Fatalf("seed leases: %v\n%s", err, q)
+				}
+			}
 		}
 	}
 	if be == storetest.Postgres {
@@ -91,7 +102,8 @@ WHERE (CAST(substr(id, 6) AS BIGINT) % ` + fmt.Sprint(every) + `) = 0 AND (CAST(
 // leases) stored as a write stores it — the clear part with its digest, and
 // the free text sealed under the test keys for that session's row — so
 // what the gate checks of 100k latest checkpoints is what agents write.
-func seedCheckpoints(tb testing.TB, be storetest.Backend, db *sql.DB, active int, written int64) {
+// When leased, each names its run's lease, lea_b<i>.
+func seedCheckpoints(tb testing.TB, be storetest.Backend, db *sql.DB, active int, written int64, leased bool) {
 	tb.Helper()
 	raw, err := os.ReadFile("../testdata/checkpoint-full.json")
 	if err != nil {
@@ -123,6 +135,15 @@ func seedCheckpoints(tb testing.TB, be storetest.Backend, db *sql.DB, active int
 				return "?"
 			}
 			id := "ses_b" + strconv.Itoa(1000000+i)
+			clearJSON, digest := clearJSON, digest
+			if leased {
+				leasedDoc := clear
+				leasedDoc.Leases = []checkpointd.LeaseRef{{LeaseID: "lea_b" + strconv.Itoa(1000000+i), FencingToken: 1}}
+				if clearJSON, err = json.Marshal(leasedDoc); err != nil {
+					tb.Fatal(err)
+				}
+				digest = store.DocumentDigest(clearJSON)
+			}
 			if i > first {
 				q.WriteString(", ")
 			}
@@ -164,7 +185,7 @@ func BenchmarkDrain(b *testing.B) {
 	active, every := drainBenchSize(b)
 	eachBackend(b, func(b *testing.B, be storetest.Backend) {
 		url := storetest.URL(b, be)
-		s := seedDrainURL(b, be, url, active, every)
+		s := seedDrainURL(b, be, url, active, every, false)
 		db := openRaw(b, be, url)
 		ctx := b.Context()
 		wantBlocking := int64(active / every)
@@ -270,7 +291,7 @@ func BenchmarkDrainCompletion(b *testing.B) {
 	active, _ := drainBenchSize(b)
 	eachBackend(b, func(b *testing.B, be storetest.Backend) {
 		url := storetest.URL(b, be)
-		s := seedDrainURL(b, be, url, active, 1<<40)
+		s := seedDrainURL(b, be, url, active, 1<<40, false)
 		db := openRaw(b, be, url)
 		exec := func(q string) {
 			b.Helper()
@@ -337,7 +358,7 @@ func BenchmarkDrainStart(b *testing.B) {
 	active, _ := drainBenchSize(b)
 	eachBackend(b, func(b *testing.B, be storetest.Backend) {
 		url := storetest.URL(b, be)
-		s := seedDrainURL(b, be, url, active, 1<<40)
+		s := seedDrainURL(b, be, url, active, 1<<40, false)
 		db := openRaw(b, be, url)
 		ready := func(b *testing.B) {
 			for _, q := range []string{`UPDATE drains SET is_open = NULL, state = 'cancelled'`, `UPDATE sessions SET drain_ready = TRUE`} {

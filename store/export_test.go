@@ -63,7 +63,9 @@ func PlanQueries() []PlanQuery {
 		{"bump resource", bumpResource, "lease_resources_pkey", []any{"branch:acme/widgets:x", "lea_a"}},
 	}
 	owner, oargs := listQuery(SessionFilter{State: checkpointd.SessionActive, Repo: "acme/*", Limit: 50}, time.Unix(5, 0), time.Minute)
-	qs = append(qs, PlanQuery{"sessions of an owner", owner, "sessions_owner_id", oargs})
+	qs = append(qs, PlanQuery{"sessions of an owner", owner, "sessions_owner_id", oargs},
+		PlanQuery{"leases not ok", selectLeasesNotOK, "sessions_leases_ok", nil},
+		PlanQuery{"lease audit", selectLeaseAudit, "sessions_state_id", []any{"ses_a", 5000}})
 	qs = append(qs,
 		PlanQuery{"written before a drain (count)", countWrittenBefore("sessions"), "sessions_written_before", []any{int64(3)}},
 		PlanQuery{"written before a drain (reset)", selectWrittenBefore("sessions"), "sessions_written_before", []any{int64(3), 1000}})
@@ -251,4 +253,12 @@ func ExpireReadyWarnings(s *Store) {
 	s.warnings.mu.Lock()
 	s.warnings.at = time.Time{}
 	s.warnings.mu.Unlock()
+}
+
+// SetLeaseAuditChunk sets how many sessions a reconcile pass audits for
+// leases named but not held, until the test ends.
+func SetLeaseAuditChunk(t interface{ Cleanup(func()) }, n int) {
+	was := leaseAuditChunk
+	leaseAuditChunk = n
+	t.Cleanup(func() { leaseAuditChunk = was })
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -272,6 +273,7 @@ type LeaseReconcile struct {
 	Expired    int // held leases past their time, ended
 	Mismatched int // held by a run that is not the session's current run, released
 	LeaseLost  int // sessions moved to lease_lost: their checkpoint names a lease their run does not hold
+	Audited    int // active sessions whose latest checkpoint's leases this pass checked (judgeNamedLeases)
 }
 
 // ReconcileLeases checks the lease records against the sessions: held
@@ -307,8 +309,8 @@ WHERE l.state = 'held' AND (s.state <> 'active' OR s.current_run_id <> l.run_id)
 			out.Mismatched++
 		}
 	}
-	n, err := s.judgeNamedLeases(ctx, source)
-	out.LeaseLost = n
+	n, audited, err := s.judgeNamedLeases(ctx, source)
+	out.LeaseLost, out.Audited = n, audited
 	return out, err
 }
 
@@ -386,38 +388,132 @@ func lostNamedLease(ctx context.Context, q sqlx.ExtContext, r namedLeaseRow, now
 	return "", nil
 }
 
-// judgeNamedLeases applies the lease half of the validity rule to every
-// active session that relies on leases: leases_ok already false (e.g. after
-// the boot reset made it unverified), or a latest checkpoint naming a lease
-// that its current run does not hold now. The sessions are read on a
-// reader, outside the write lock (every active session whose checkpoint
-// names a lease: on SQLite the scan held the one writer on each pass);
-// only those that need a change are read again and judged in the write
-// transaction.
-func (s *Store) judgeNamedLeases(ctx context.Context, source string) (int, error) {
+// selectLeasesNotOK reads the active sessions whose leases_ok is false but
+// whose verdict does not show it yet (after the boot reset made them
+// unverified, say): a range of sessions_leases_ok (00038), as small as
+// the sessions that lost a lease.
+const selectLeasesNotOK = `SELECT id FROM sessions WHERE state = 'active' AND leases_ok = FALSE
+AND validity NOT IN ('invalidated', 'lease_lost') ORDER BY id`
+
+// selectLeaseAudit reads the next ? active sessions after ? (a range of
+// sessions_state_id) with the document of the latest checkpoint where it
+// may name a lease (” where it cannot).
+const selectLeaseAudit = `SELECT s.id, s.current_run_id, s.validity, s.validity_reason, s.leases_ok,
+  CASE WHEN c.document LIKE '%"lease_id"%' THEN c.document ELSE '' END AS document
+FROM (SELECT id, current_run_id, validity, validity_reason, leases_ok, checkpoint_seq FROM sessions
+  WHERE state = 'active' AND id > ? ORDER BY id LIMIT ?) s
+LEFT JOIN checkpoints c ON c.session_id = s.id AND c.seq = s.checkpoint_seq
+ORDER BY s.id`
+
+// leaseAuditChunk is how many active sessions one reconcile pass audits
+// for leases named but not held (a var for tests).
+var leaseAuditChunk = 5000
+
+// leaseAudit is where the audit goes on at the next pass: the id it read
+// up to ("" to start over).
+type leaseAudit struct {
+	mu    sync.Mutex
+	after string
+}
+
+// judgeNamedLeases applies the lease half of the validity rule to the
+// active sessions that rely on leases. leases_ok is kept by the writes
+// (the checkpoint's leases held when it was written) and by every lease
+// that ends (rejudgeLeases), so a pass judges every session whose
+// leases_ok is already false, and audits only the next leaseAuditChunk
+// active sessions for a latest checkpoint naming a lease its run does not
+// hold now (a lease row changed outside the daemon, say): the audit goes
+// round the fleet over several passes (5000 a pass: 100k sessions every
+// 20 passes), so a pass costs what changed and a bounded slice, not every
+// session's checkpoint. The sessions are read on a reader, outside the
+// write lock; only those that need a change are read again and judged in
+// the write transaction. It returns the sessions judged lease_lost and
+// the sessions audited.
+func (s *Store) judgeNamedLeases(ctx context.Context, source string) (int, int, error) {
 	now := s.now()
-	var all []namedLeaseRow
-	if err := s.rdb.SelectContext(ctx, &all, namedLeaseRows+` ORDER BY s.id`); err != nil {
-		return 0, s.classify(err)
-	}
 	var ids []string
-	for _, r := range all {
-		lost := ""
-		if r.LeasesOK {
-			var err error
-			if lost, err = lostNamedLease(ctx, s.rdb, r, now); err != nil {
-				return 0, s.classify(err)
+	if err := s.rdb.SelectContext(ctx, &ids, selectLeasesNotOK); err != nil {
+		return 0, 0, s.classify(err)
+	}
+	audited, lost, err := s.auditNamedLeases(ctx, now)
+	if err != nil {
+		return 0, audited, s.classify(err)
+	}
+	ids = append(ids, lost...)
+	if len(ids) == 0 {
+		return 0, audited, nil
+	}
+	n, err := s.rejudgeNamedLeases(ctx, source, ids, now)
+	return n, audited, err
+}
+
+// auditNamedLeases reads the next slice of the audit and returns how many
+// sessions it read and those whose latest checkpoint names a lease their
+// current run does not hold at now.
+func (s *Store) auditNamedLeases(ctx context.Context, now time.Time) (int, []string, error) {
+	s.audit.mu.Lock()
+	defer s.audit.mu.Unlock()
+	var rows []namedLeaseRow
+	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectLeaseAudit), s.audit.after, leaseAuditChunk); err != nil {
+		return 0, nil, err
+	}
+	if len(rows) == 0 && s.audit.after != "" {
+		// The last slice ended the fleet exactly (or it shrank): start over.
+		s.audit.after = ""
+		if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectLeaseAudit), "", leaseAuditChunk); err != nil {
+			return 0, nil, err
+		}
+	}
+	var naming []namedLeaseRow
+	var runs []string
+	for _, r := range rows {
+		if r.LeasesOK && r.Document != "" && r.Validity != string(checkpointd.ValidityInvalidated) && r.Validity != string(checkpointd.ValidityLeaseLost) {
+			naming, runs = append(naming, r), append(runs, r.Run)
+		}
+	}
+	held := map[string]map[string]bool{} // run → lease ids it holds
+	for chunk := range slices.Chunk(runs, decisionChunk) {
+		var part []struct {
+			ID  string `db:"id"`
+			Run string `db:"run_id"`
+		}
+		if err := selectIn(ctx, s.rdb, &part, `SELECT id, run_id FROM leases WHERE state = 'held' AND expires_at > ? AND run_id IN (?)`, micros(now), chunk); err != nil {
+			return 0, nil, err
+		}
+		for _, l := range part {
+			if held[l.Run] == nil {
+				held[l.Run] = map[string]bool{}
+			}
+			held[l.Run][l.ID] = true
+		}
+	}
+	var lost []string
+	for _, r := range naming {
+		var doc struct {
+			Leases []checkpointd.LeaseRef `json:"leases"`
+		}
+		if err := jsonUnmarshal(r.Document, &doc); err != nil {
+			return 0, nil, err
+		}
+		for _, l := range doc.Leases {
+			if !held[r.Run][l.LeaseID] {
+				lost = append(lost, r.ID)
+				break
 			}
 		}
-		_, rejudged := checkpointd.Rejudge(checkpointd.Verdict{Validity: checkpointd.Validity(r.Validity), Reason: r.Reason},
-			checkpointd.ValidityEvidence{LeasesHeld: false})
-		if lost != "" || (!r.LeasesOK && rejudged) {
-			ids = append(ids, r.ID)
-		}
 	}
-	if len(ids) == 0 {
-		return 0, nil
+	s.audit.after = ""
+	if len(rows) == leaseAuditChunk {
+		s.audit.after = rows[len(rows)-1].ID
 	}
+	return len(rows), lost, nil
+}
+
+// rejudgeNamedLeases judges sessions ids again in one write transaction,
+// each as it stands then.
+func (s *Store) rejudgeNamedLeases(ctx context.Context, source string, ids []string, now time.Time) (int, error) {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	n := 0
 	err := s.change(ctx, CauseReconcile, func(ctx context.Context, tx *sqlx.Tx, ch *changes) error {
 		n = 0

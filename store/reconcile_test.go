@@ -93,7 +93,7 @@ func TestReconcileLeases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(store.LeaseReconcile{Expired: 1, Mismatched: 1, LeaseLost: 1}, got); diff != "" {
+		if diff := cmp.Diff(store.LeaseReconcile{Expired: 1, Mismatched: 1, LeaseLost: 1, Audited: 4}, got); diff != "" {
 			t.Errorf("ReconcileLeases (-want +got):\n%s", diff)
 		}
 		for id, want := range map[string]checkpointd.Validity{expiring.ID: checkpointd.ValidityLeaseLost,
@@ -118,7 +118,7 @@ func TestReconcileLeases(t *testing.T) {
 		}
 
 		// Nothing left to do: a second run changes nothing.
-		if got, err := s.ReconcileLeases(ctx, "reconcile:rec_2"); err != nil || got != (store.LeaseReconcile{}) {
+		if got, err := s.ReconcileLeases(ctx, "reconcile:rec_2"); err != nil || got != (store.LeaseReconcile{Audited: 4}) {
 			t.Errorf("second ReconcileLeases: %+v %v", got, err)
 		}
 		// After a restart every session is unverified; the lease half of the
@@ -131,6 +131,55 @@ func TestReconcileLeases(t *testing.T) {
 		}
 		if got, err := s.ReconcileLeases(ctx, "reconcile:rec_3"); err != nil || got.LeaseLost != 3 {
 			t.Errorf("after the reset: %+v %v, want 3 sessions lease_lost again", got, err)
+		}
+	})
+}
+
+// TestReconcileLeasesAuditGoesRound: a pass audits a bounded slice of the
+// active sessions for a checkpoint naming a lease its run does not hold,
+// and the next pass goes on after it, round the fleet. A lease row ended
+// outside the daemon (nothing re-judged its session) is found by the pass
+// that reaches its session, and not before.
+func TestReconcileLeasesAuditGoesRound(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		s, _, raw := rcOpen(t, b)
+		ctx := t.Context()
+		store.SetLeaseAuditChunk(t, 2)
+		var ids []string
+		leases := map[string]string{}
+		for i := range 5 {
+			sess, l := rcLeased(t, s, fmt.Sprintf("acme/audit-%d", i), time.Hour)
+			ids, leases[sess.ID] = append(ids, sess.ID), l.ID
+		}
+		slices.Sort(ids)
+		last := ids[len(ids)-1]
+		if _, err := raw.Exec(`UPDATE leases SET state = 'released' WHERE id = '` + leases[last] + `'`); err != nil {
+			t.Fatal(err)
+		}
+		for pass, want := range []store.LeaseReconcile{{Audited: 2}, {Audited: 2}, {Audited: 1, LeaseLost: 1}, {Audited: 2}} {
+			got, err := s.ReconcileLeases(ctx, fmt.Sprintf("reconcile:rec_%d", pass))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("pass %d: %+v, want %+v", pass, got, want)
+			}
+			wantValidity := checkpointd.ValidityUnverified
+			if pass >= 2 {
+				wantValidity = checkpointd.ValidityLeaseLost
+			}
+			if v := rcValidity(t, s, last); v != wantValidity {
+				t.Errorf("after pass %d the session whose lease ended outside is %s, want %s", pass, v, wantValidity)
+			}
+		}
+		// A slice that ends the fleet exactly: the next pass starts over
+		// rather than audit nothing.
+		store.SetLeaseAuditChunk(t, 5)
+		for pass, want := range []int{3, 5, 5} {
+			got, err := s.ReconcileLeases(ctx, "reconcile:rec_wrap")
+			if err != nil || got.Audited != want {
+				t.Errorf("wrap pass %d: %+v %v, want %d audited", pass, got, err, want)
+			}
 		}
 	})
 }

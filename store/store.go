@@ -122,6 +122,8 @@ type Store struct {
 	// idleConns is the PostgreSQL pool's idle bound, restored after
 	// dropIdleConns.
 	idleConns int
+	// audit is where the reconcile pass's lease audit goes on (reconcile.go).
+	audit leaseAudit
 }
 
 // withBinaryParameters asks lib/pq to send parameters in one round trip
