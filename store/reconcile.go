@@ -397,7 +397,7 @@ AND validity NOT IN ('invalidated', 'lease_lost') ORDER BY id`
 
 // selectLeaseAudit reads the next ? active sessions after ? (a range of
 // sessions_state_id) with the document of the latest checkpoint where it
-// may name a lease (” where it cannot).
+// may name a lease (empty where it cannot).
 const selectLeaseAudit = `SELECT s.id, s.current_run_id, s.validity, s.validity_reason, s.leases_ok,
   CASE WHEN c.document LIKE '%"lease_id"%' THEN c.document ELSE '' END AS document
 FROM (SELECT id, current_run_id, validity, validity_reason, leases_ok, checkpoint_seq FROM sessions
