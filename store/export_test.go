@@ -65,7 +65,8 @@ func PlanQueries() []PlanQuery {
 	owner, oargs := listQuery(SessionFilter{State: checkpointd.SessionActive, Repo: "acme/*", Limit: 50}, time.Unix(5, 0), time.Minute)
 	qs = append(qs, PlanQuery{"sessions of an owner", owner, "sessions_owner_id", oargs},
 		PlanQuery{"leases not ok", selectLeasesNotOK, "sessions_leases_ok", nil},
-		PlanQuery{"lease audit", selectLeaseAudit, "sessions_state_id", []any{"ses_a", 5000}})
+		PlanQuery{"lease audit", selectLeaseAudit, "sessions_state_id", []any{"ses_a", 5000}},
+		PlanQuery{"lease mismatch audit", selectMismatchAudit, "leases_pkey", []any{"lea_a", 5000}})
 	qs = append(qs,
 		PlanQuery{"written before a drain (count)", countWrittenBefore("sessions"), "sessions_written_before", []any{int64(3)}},
 		PlanQuery{"written before a drain (reset)", selectWrittenBefore("sessions"), "sessions_written_before", []any{int64(3), 1000}})

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -295,9 +296,8 @@ func (s *Store) ReconcileLeases(ctx context.Context, source string) (LeaseReconc
 			break
 		}
 	}
-	var ids []string
-	if err := s.rdb.SelectContext(ctx, &ids, `SELECT l.id FROM leases l JOIN sessions s ON s.id = l.session_id
-WHERE l.state = 'held' AND (s.state <> 'active' OR s.current_run_id <> l.run_id) ORDER BY l.id`); err != nil {
+	ids, err := s.auditMismatches(ctx)
+	if err != nil {
 		return out, s.classify(err)
 	}
 	for _, id := range ids {
@@ -409,11 +409,61 @@ ORDER BY s.id`
 // for leases named but not held (a var for tests).
 var leaseAuditChunk = 5000
 
-// leaseAudit is where the audit goes on at the next pass: the id it read
-// up to ("" to start over).
+// leaseAudit is where the audits go on at the next pass: the session id
+// and the lease id each read up to ("" to start over).
 type leaseAudit struct {
-	mu    sync.Mutex
-	after string
+	mu                sync.Mutex
+	after, afterLease string
+}
+
+// selectMismatchAudit reads, of the next ? lease rows after ? (a range of
+// the primary key, whatever their state), the held ones whose run is not
+// their session's current run.
+const selectMismatchAudit = `SELECT l.id, l.state, s.state AS session_state, s.current_run_id, l.run_id
+FROM (SELECT id, state, session_id, run_id FROM leases WHERE id > ? ORDER BY id LIMIT ?) l
+LEFT JOIN sessions s ON s.id = l.session_id
+ORDER BY l.id`
+
+// auditMismatches returns the held leases, of the next leaseAuditChunk
+// lease rows, whose run is not their session's current run. A run that
+// stops being current (a takeover, a new run, a park, an end) moves or
+// releases its leases in the same transaction, so this finds what was
+// changed outside the daemon (or an old version's leftovers): like the
+// named-lease audit it goes round the leases over the passes rather than
+// join every held lease on each.
+func (s *Store) auditMismatches(ctx context.Context) ([]string, error) {
+	s.audit.mu.Lock()
+	defer s.audit.mu.Unlock()
+	var rows []struct {
+		ID           string         `db:"id"`
+		State        string         `db:"state"`
+		SessionState sql.NullString `db:"session_state"`
+		CurrentRun   sql.NullString `db:"current_run_id"`
+		Run          string         `db:"run_id"`
+	}
+	read := func(after string) error {
+		return s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectMismatchAudit), after, leaseAuditChunk)
+	}
+	if err := read(s.audit.afterLease); err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 && s.audit.afterLease != "" {
+		if err := read(""); err != nil {
+			return nil, err
+		}
+	}
+	s.audit.afterLease = ""
+	if len(rows) == leaseAuditChunk {
+		s.audit.afterLease = rows[len(rows)-1].ID
+	}
+	var ids []string
+	for _, r := range rows {
+		if r.State == string(checkpointd.LeaseHeld) && r.SessionState.Valid &&
+			(r.SessionState.String != string(checkpointd.SessionActive) || r.CurrentRun.String != r.Run) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
 }
 
 // judgeNamedLeases applies the lease half of the validity rule to the
@@ -459,7 +509,6 @@ func (s *Store) auditNamedLeases(ctx context.Context, now time.Time) (int, []str
 	}
 	if len(rows) == 0 && s.audit.after != "" {
 		// The last slice ended the fleet exactly (or it shrank): start over.
-		s.audit.after = ""
 		if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectLeaseAudit), "", leaseAuditChunk); err != nil {
 			return 0, nil, err
 		}

@@ -184,6 +184,40 @@ func TestReconcileLeasesAuditGoesRound(t *testing.T) {
 	})
 }
 
+// TestReconcileMismatchAuditGoesRound: the check for held leases whose run
+// is not their session's current run reads a bounded slice of the lease
+// rows a pass, going round them: a lease moved to another run outside the
+// daemon is released by the pass that reaches it, and not before.
+func TestReconcileMismatchAuditGoesRound(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		s, _, raw := rcOpen(t, b)
+		ctx := t.Context()
+		store.SetLeaseAuditChunk(t, 2)
+		var ids []string
+		for i := range 5 {
+			_, l := rcLeased(t, s, fmt.Sprintf("acme/mismatch-%d", i), time.Hour)
+			ids = append(ids, l.ID)
+		}
+		slices.Sort(ids)
+		last := ids[len(ids)-1]
+		if _, err := raw.Exec(`UPDATE leases SET run_id = 'run_ghost' WHERE id = '` + last + `'`); err != nil {
+			t.Fatal(err)
+		}
+		for pass, want := range []int{0, 0, 1, 0} {
+			got, err := s.ReconcileLeases(ctx, fmt.Sprintf("reconcile:rec_%d", pass))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Mismatched != want {
+				t.Errorf("pass %d: %+v, want %d mismatched", pass, got, want)
+			}
+		}
+		if l, _ := s.GetLease(ctx, last); l.State != checkpointd.LeaseReleased {
+			t.Errorf("the lease moved outside the daemon is %s, want released", l.State)
+		}
+	})
+}
+
 func jsonHas(data json.RawMessage, key, want string) bool {
 	var m map[string]any
 	_ = json.Unmarshal(data, &m)
