@@ -135,6 +135,18 @@ func TestReconcileLeases(t *testing.T) {
 	})
 }
 
+// rcLeasedFive makes five leased sessions (rcLeased) on acme/<name>-<i>
+// and returns key of each, sorted: the order an audit reads them in.
+func rcLeasedFive(t *testing.T, s *store.Store, name string, key func(*checkpointd.Session, *checkpointd.Lease) string) []string {
+	t.Helper()
+	var keys []string
+	for i := range 5 {
+		keys = append(keys, key(rcLeased(t, s, fmt.Sprintf("acme/%s-%d", name, i), time.Hour)))
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // TestReconcileLeasesAuditGoesRound: a pass audits a bounded slice of the
 // active sessions for a checkpoint naming a lease its run does not hold,
 // and the next pass goes on after it, round the fleet. A lease row ended
@@ -145,15 +157,9 @@ func TestReconcileLeasesAuditGoesRound(t *testing.T) {
 		s, _, raw := rcOpen(t, b)
 		ctx := t.Context()
 		store.SetLeaseAuditChunk(t, 2)
-		var ids []string
-		leases := map[string]string{}
-		for i := range 5 {
-			sess, l := rcLeased(t, s, fmt.Sprintf("acme/audit-%d", i), time.Hour)
-			ids, leases[sess.ID] = append(ids, sess.ID), l.ID
-		}
-		slices.Sort(ids)
-		last := ids[len(ids)-1]
-		if _, err := raw.Exec(`UPDATE leases SET state = 'released' WHERE id = '` + leases[last] + `'`); err != nil {
+		byID := rcLeasedFive(t, s, "audit", func(sess *checkpointd.Session, _ *checkpointd.Lease) string { return sess.ID })
+		last := byID[len(byID)-1]
+		if _, err := raw.Exec(`UPDATE leases SET state = 'released' WHERE session_id = '` + last + `'`); err != nil {
 			t.Fatal(err)
 		}
 		for pass, want := range []store.LeaseReconcile{{Audited: 2}, {Audited: 2}, {Audited: 1, LeaseLost: 1}, {Audited: 2}} {
@@ -193,13 +199,8 @@ func TestReconcileMismatchAuditGoesRound(t *testing.T) {
 		s, _, raw := rcOpen(t, b)
 		ctx := t.Context()
 		store.SetLeaseAuditChunk(t, 2)
-		var ids []string
-		for i := range 5 {
-			_, l := rcLeased(t, s, fmt.Sprintf("acme/mismatch-%d", i), time.Hour)
-			ids = append(ids, l.ID)
-		}
-		slices.Sort(ids)
-		last := ids[len(ids)-1]
+		byID := rcLeasedFive(t, s, "mismatch", func(_ *checkpointd.Session, l *checkpointd.Lease) string { return l.ID })
+		last := byID[len(byID)-1]
 		if _, err := raw.Exec(`UPDATE leases SET run_id = 'run_ghost' WHERE id = '` + last + `'`); err != nil {
 			t.Fatal(err)
 		}
