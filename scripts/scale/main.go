@@ -195,6 +195,7 @@ func (r *run) measure(ctx context.Context) error {
 		if err := r.readyAll(); err != nil {
 			return err
 		}
+		analyzed := r.analyses()
 		t := map[string]float64{}
 		steps := []struct {
 			name string
@@ -214,7 +215,7 @@ func (r *run) measure(ctx context.Context) error {
 			if i == 0 {
 				// The status again once the reset pass is through (a
 				// build with one), as it stays for the rest of the drain.
-				r.awaitReset()
+				r.awaitReset(analyzed)
 				began := time.Now()
 				if err := r.get("/v1/drain"); err != nil {
 					return err
@@ -288,8 +289,10 @@ func (r *run) bootPass() (float64, error) {
 
 // awaitReset waits (at most 3 minutes) until no session is left that the
 // drain's reset pass has to reset; a build without one (no
-// checkpoint_epoch column) returns at once.
-func (r *run) awaitReset() {
+// checkpoint_epoch column) returns at once. On PostgreSQL it then waits
+// (at most 15 s: a build that does not analyze) for the pass's analysis
+// of sessions: one more than analyzed, the count before the start.
+func (r *run) awaitReset(analyzed int64) {
 	db, err := r.open()
 	if err != nil {
 		return
@@ -299,13 +302,31 @@ func (r *run) awaitReset() {
 		var n int
 		if err := db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE state = 'active' AND drain_ready AND current_run_id <> ''
 AND checkpoint_epoch < (SELECT MAX(epoch) FROM drains)`).Scan(&n); err != nil || n == 0 {
-			return
+			break
 		}
+	}
+	for deadline := time.Now().Add(15 * time.Second); r.backend == "postgres" && time.Now().Before(deadline) && r.analyses() <= analyzed; {
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
+// analyses is how many times PostgreSQL analyzed sessions (0 on SQLite).
+func (r *run) analyses() int64 {
+	var n int64
+	if r.backend != "postgres" {
+		return n
+	}
+	db, err := r.open()
+	if err != nil {
+		return n
+	}
+	defer db.Close()
+	db.QueryRow(`SELECT analyze_count + autoanalyze_count FROM pg_stat_user_tables WHERE relname = 'sessions'`).Scan(&n)
+	return n
+}
+
 // readyAll sets drain_ready on every active session with a run, 2000 at
-// a time.
+// a time, and on PostgreSQL vacuums what that left behind.
 func (r *run) readyAll() error {
 	db, err := r.open()
 	if err != nil {
@@ -327,9 +348,17 @@ WHERE state = 'active' AND current_run_id <> '' AND NOT drain_ready ORDER BY id 
 			time.Sleep(100 * time.Millisecond)
 		}
 		if n == 0 {
-			return nil
+			break
 		}
 	}
+	if r.backend != "postgres" {
+		return nil
+	}
+	// What autovacuum does between two drains on a server with it on (the
+	// script's may have it off): 100k rows were just rewritten here, and
+	// twice as many row versions written to the counts kept by trigger.
+	_, err = db.Exec(`VACUUM ANALYZE sessions, session_counts`)
+	return err
 }
 
 // hotUpdates is PostgreSQL's count of the updates of sessions and of the
