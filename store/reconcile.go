@@ -441,21 +441,17 @@ func (s *Store) auditMismatches(ctx context.Context) ([]string, error) {
 		CurrentRun   sql.NullString `db:"current_run_id"`
 		Run          string         `db:"run_id"`
 	}
-	read := func(after string) error {
-		return s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectMismatchAudit), after, leaseAuditChunk)
-	}
-	if err := read(s.audit.afterLease); err != nil {
+	next, err := auditSlice(s.audit.afterLease, func(after string) (int, string, error) {
+		err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectMismatchAudit), after, leaseAuditChunk)
+		if err != nil || len(rows) == 0 {
+			return 0, "", err
+		}
+		return len(rows), rows[len(rows)-1].ID, nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	if len(rows) == 0 && s.audit.afterLease != "" {
-		if err := read(""); err != nil {
-			return nil, err
-		}
-	}
-	s.audit.afterLease = ""
-	if len(rows) == leaseAuditChunk {
-		s.audit.afterLease = rows[len(rows)-1].ID
-	}
+	s.audit.afterLease = next
 	var ids []string
 	for _, r := range rows {
 		if r.State == string(checkpointd.LeaseHeld) && r.SessionState.Valid &&
@@ -504,14 +500,15 @@ func (s *Store) auditNamedLeases(ctx context.Context, now time.Time) (int, []str
 	s.audit.mu.Lock()
 	defer s.audit.mu.Unlock()
 	var rows []namedLeaseRow
-	if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectLeaseAudit), s.audit.after, leaseAuditChunk); err != nil {
-		return 0, nil, err
-	}
-	if len(rows) == 0 && s.audit.after != "" {
-		// The last slice ended the fleet exactly (or it shrank): start over.
-		if err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectLeaseAudit), "", leaseAuditChunk); err != nil {
-			return 0, nil, err
+	next, err := auditSlice(s.audit.after, func(after string) (int, string, error) {
+		err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectLeaseAudit), after, leaseAuditChunk)
+		if err != nil || len(rows) == 0 {
+			return 0, "", err
 		}
+		return len(rows), rows[len(rows)-1].ID, nil
+	})
+	if err != nil {
+		return 0, nil, err
 	}
 	var naming []namedLeaseRow
 	var runs []string
@@ -551,11 +548,25 @@ func (s *Store) auditNamedLeases(ctx context.Context, now time.Time) (int, []str
 			}
 		}
 	}
-	s.audit.after = ""
-	if len(rows) == leaseAuditChunk {
-		s.audit.after = rows[len(rows)-1].ID
-	}
+	s.audit.after = next
 	return len(rows), lost, nil
+}
+
+// auditSlice reads the next slice of an audit after the cursor with read
+// (which returns how many rows it read and the last one's id), and
+// starts over when the last slice ended the table exactly (or it shrank).
+// It returns the cursor for the next pass ("" to start over), which the
+// caller keeps once it has dealt with the slice: a slice whose pass
+// failed is read again.
+func auditSlice(after string, read func(after string) (n int, last string, err error)) (next string, err error) {
+	n, last, err := read(after)
+	if err == nil && n == 0 && after != "" {
+		n, last, err = read("")
+	}
+	if err != nil || n < leaseAuditChunk {
+		return "", err
+	}
+	return last, nil
 }
 
 // rejudgeNamedLeases judges sessions ids again in one write transaction,
