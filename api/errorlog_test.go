@@ -31,7 +31,7 @@ func errorsHarness(t *testing.T, b storetest.Backend, rec func(*harness) *errlog
 	d := loadDelivery(t, "09-push-fast-forward.json")
 	f := forgetest.New(t)
 	errs := rec(h)
-	r := &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(f.URL, ""), ForgeURL: f.URL, Attempts: 1,
+	r := &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(f.URL, "", 0), ForgeURL: f.URL, Attempts: 1,
 		CallTimeout: 5 * time.Second, Errors: errs}
 	h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
 		MaxDocumentBytes: 8 << 10, Reconciler: r, Errors: errs,

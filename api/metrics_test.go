@@ -51,7 +51,7 @@ func runScript(t *testing.T, b storetest.Backend) *script {
 	forge := forgetest.New(t)
 	push1, push2 := loadDelivery(t, "07-push-new-branch.json"), loadDelivery(t, "09-push-fast-forward.json")
 	mgr := lease.NewManager(s, nil)
-	rec := &reconcile.Reconciler{Store: s, Forge: reconcile.Gitea(forge.URL, ""), ForgeURL: forge.URL,
+	rec := &reconcile.Reconciler{Store: s, Forge: reconcile.Gitea(forge.URL, "", 0), ForgeURL: forge.URL,
 		CallTimeout: 5 * time.Second, Attempts: 1, Clock: clk, Metrics: m, Errors: errs}
 	h := &harness{t: t, store: s}
 	h.handler = api.New(api.Deps{Store: api.StoresOf(s), Leases: mgr, Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,

@@ -20,7 +20,7 @@ func reconcileHarness(t *testing.T, b storetest.Backend) (*harness, *forgetest.S
 	t.Helper()
 	h := newHarness(t, b)
 	f := forgetest.New(t)
-	rec := &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(f.URL, ""), ForgeURL: f.URL,
+	rec := &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(f.URL, "", 0), ForgeURL: f.URL,
 		CallTimeout: 5 * time.Second, Backoff: func(int, time.Duration) time.Duration { return time.Millisecond }}
 	h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey, Reconciler: rec})
 	return h, f

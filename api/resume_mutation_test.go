@@ -26,7 +26,7 @@ func TestResumeResolvesPendingMutation(t *testing.T) {
 		s := storetest.Open(t, b, checkpointd.SystemClock{})
 		h := &harness{t: t, store: s}
 		h.handler = api.New(api.Deps{Store: api.StoresOf(s), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
-			MaxDocumentBytes: 8 << 10, Mutations: &reconcile.Resolver{Forge: reconcile.Gitea(forge.URL, ""), CacheFor: time.Nanosecond}})
+			MaxDocumentBytes: 8 << 10, Mutations: &reconcile.Resolver{Forge: reconcile.Gitea(forge.URL, "", 0), CacheFor: time.Nanosecond}})
 		h.operator = h.token(checkpointd.RoleOperator, nil)
 		h.agent = h.token(checkpointd.RoleAgent, []string{"acme/*"})
 		id, run, tok := h.newSession()

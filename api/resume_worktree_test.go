@@ -62,7 +62,7 @@ func TestResumeReportsWorktreeDrift(t *testing.T) {
 	forge.AddRepo(1, "acme/widgets")
 	forge.SetBranch("acme/widgets", "fix-12", head)
 	h.handler = api.New(api.Deps{Store: api.StoresOf(h.store), Workflow: checkpointd.DefaultWorkflow(), DigestKey: testDigestKey,
-		Reconciler: &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(forge.URL, ""), ForgeURL: forge.URL,
+		Reconciler: &reconcile.Reconciler{Store: h.store, Forge: reconcile.Gitea(forge.URL, "", 0), ForgeURL: forge.URL,
 			Concurrency: 2, CallTimeout: 5 * time.Second, Attempts: 1, WorktreeRoots: []string{root}}})
 	id, run, tok := h.newSession()
 	h.do("POST", "/v1/sessions/"+id+"/checkpoints", h.agent, checkpointDoc(run, tok, func(d map[string]any) {

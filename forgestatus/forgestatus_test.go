@@ -45,7 +45,7 @@ func start(t *testing.T, b storetest.Backend, tune func(*forgestatus.Publisher))
 		t.Fatal(err)
 	}
 	w.sess, w.run = sess, sess.CurrentRun
-	p := &forgestatus.Publisher{Store: w.s, Forge: reconcile.Gitea(w.forge.URL, ""), ConsoleURL: "https://cp.example/",
+	p := &forgestatus.Publisher{Store: w.s, Forge: reconcile.Gitea(w.forge.URL, "", 0), ConsoleURL: "https://cp.example/",
 		Backoff: func(int) time.Duration { return time.Millisecond }, Sweep: time.Hour, Errors: errlog.New(w.s, nil, nil)}
 	if tune != nil {
 		tune(p)
@@ -191,7 +191,7 @@ func TestStatusRestartedPublisherDedups(t *testing.T) {
 		}
 		w.stop()
 		calls := w.forge.Calls()
-		p := &forgestatus.Publisher{Store: w.s, Forge: reconcile.Gitea(w.forge.URL, ""), ConsoleURL: "https://cp.example/", Sweep: time.Hour}
+		p := &forgestatus.Publisher{Store: w.s, Forge: reconcile.Gitea(w.forge.URL, "", 0), ConsoleURL: "https://cp.example/", Sweep: time.Hour}
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
 		_ = p.Publish(ctx)

@@ -29,8 +29,22 @@ type repoCheck struct {
 	err  error
 }
 
-// askAll asks the forge about every ref, Concurrency at a time. Without a
-// forge, or when it cannot be opened, every ref gets that as its error.
+// askShare is the part of a pass's time it asks the forge in; the rest is
+// for recording what it learned (a pass over 100k sessions observes for
+// seconds), so a pass with more refs than the forge's rate lets it ask
+// still records its answers.
+const askShare = 0.6
+
+// errDeferred is the answer to a ref the pass had no time left to ask
+// about: no evidence either way, and no failure of the forge. Its sessions
+// keep their validity (after a restart: unverified), and the next pass
+// asks about it first among those it has evidence for.
+var errDeferred = errors.New("not asked: the pass ran out of time before this ref's turn")
+
+// askAll asks the forge about the refs, Concurrency at a time, in order
+// (the order puts first what must be asked first), for askShare of the
+// time ctx leaves: the refs not answered by then get errDeferred. Without
+// a forge, or when it cannot be opened, every ref gets that as its error.
 func (p *pass) askAll(ctx context.Context, refs []store.ActiveRef) []answer {
 	out := make([]answer, len(refs))
 	for i, ref := range refs {
@@ -43,7 +57,14 @@ func (p *pass) askAll(ctx context.Context, refs []store.ActiveRef) []answer {
 		}
 		return out
 	}
-	f, err := p.r.Forge(ctx, orDefault(p.r.CallTimeout, 10*time.Second))
+	askCtx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		askCtx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Duration(askShare*float64(time.Until(deadline)))))
+		defer cancel()
+	}
+	// The forge's calls, and the waits for its rate, end with askCtx.
+	f, err := p.r.Forge(askCtx, orDefault(p.r.CallTimeout, 10*time.Second))
 	if err != nil {
 		p.rep.Error = err.Error()
 		for i := range out {
@@ -57,7 +78,14 @@ func (p *pass) askAll(ctx context.Context, refs []store.ActiveRef) []answer {
 	for range min(orDefault(p.r.Concurrency, 4), max(len(refs), 1)) {
 		wg.Go(func() {
 			for i := range work {
-				out[i].ans, out[i].err = p.askOne(ctx, f, out[i].ref)
+				if askCtx.Err() != nil && ctx.Err() == nil {
+					out[i].err = errDeferred
+					continue
+				}
+				out[i].ans, out[i].err = p.askOne(askCtx, f, out[i].ref)
+				if out[i].err != nil && askCtx.Err() != nil && ctx.Err() == nil {
+					out[i].err = errDeferred
+				}
 			}
 		})
 	}

@@ -58,9 +58,9 @@ func TestForgeFailuresNeverValid(t *testing.T) {
 				if c.name == "timeout" {
 					e.r.CallTimeout = 100 * time.Millisecond
 				}
-				e.r.Forge = reconcile.Gitea(e.forge.URL, "")
+				e.r.Forge = reconcile.Gitea(e.forge.URL, "", 0)
 				if c.forgeURL != "" {
-					e.r.Forge = reconcile.Gitea(c.forgeURL, "")
+					e.r.Forge = reconcile.Gitea(c.forgeURL, "", 0)
 				}
 				rep := e.pass()
 				e.expect(onBranch, checkpointd.ValidityUnverified, c.reason)
@@ -82,7 +82,7 @@ func TestForgeFailuresNeverValid(t *testing.T) {
 				// with the forge failing, that is no evidence now.
 				e.checkpoint(e.get(onBranch), sha(1))
 				e.expect(onBranch, checkpointd.ValidityUnverified, "")
-				e.r.Forge = reconcile.Gitea(e.forge.URL, "")
+				e.r.Forge = reconcile.Gitea(e.forge.URL, "", 0)
 				healthy()
 			})
 		}

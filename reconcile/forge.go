@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,13 +107,15 @@ type ForgeFactory func(ctx context.Context, callTimeout time.Duration) (Forge, e
 // pass's context and no version probe (SetGiteaVersion("")): building it
 // makes no request, and no call is gated on a version string that Forgejo
 // and dev builds spell in their own way. token may be empty for public
-// repositories. The factory fails only when the SDK rejects its options.
-func Gitea(baseURL, token string) ForgeFactory {
+// repositories. perSecond bounds the requests to the forge (0: the
+// default, DefaultForgeRate). The factory fails only when the SDK rejects
+// its options.
+func Gitea(baseURL, token string, perSecond float64) ForgeFactory {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 8
-	// One budget for everything that asks this forge: reconcile passes and
-	// the answers about pending mutations.
-	limiter := rate.NewLimiter(forgeRate, forgeBurst)
+	// One budget for everything that asks this forge: reconcile passes,
+	// the answers about pending mutations and commit statuses.
+	limiter := rate.NewLimiter(rate.Limit(cmp.Or(perSecond, DefaultForgeRate)), forgeBurst)
 	return func(ctx context.Context, callTimeout time.Duration) (Forge, error) {
 		g := &giteaForge{}
 		hc := &http.Client{Timeout: callTimeout, Transport: countingTransport{limitedTransport{transport, limiter}, &g.calls},
@@ -255,13 +258,15 @@ func answeredAs(resp *gitea.Response) string {
 	return parts[0] + "/" + parts[1]
 }
 
-// forgeRate and forgeBurst bound the requests a daemon sends its forge,
-// whoever asks: well under what Gitea's and Forgejo's own rate limiters
-// allow by default, well over what a reconcile pass of thousands of refs
-// needs to finish within its interval.
+// DefaultForgeRate and forgeBurst bound the requests a daemon sends its
+// forge, whoever asks: well under what Gitea's and Forgejo's own rate
+// limiters allow when an operator turns them on. At 50 a second a pass
+// of the default 5 minutes asks about some 9 000 refs (askShare of its
+// time); a fleet with more goes round them over several passes, or its
+// operator raises the rate (--gitea-rate).
 const (
-	forgeRate  = rate.Limit(50)
-	forgeBurst = 50
+	DefaultForgeRate = 50
+	forgeBurst       = 50
 )
 
 // limitedTransport waits for the forge's budget before each request; a

@@ -35,7 +35,7 @@ func newEnv(t *testing.T, b storetest.Backend) *env {
 func newEnvOn(t *testing.T, s *store.Store) *env {
 	t.Helper()
 	e := &env{t: t, s: s, forge: forgetest.New(t)}
-	e.r = &reconcile.Reconciler{Store: s, Forge: reconcile.Gitea(e.forge.URL, ""), ForgeURL: e.forge.URL,
+	e.r = &reconcile.Reconciler{Store: s, Forge: reconcile.Gitea(e.forge.URL, "", 0), ForgeURL: e.forge.URL,
 		Concurrency: 3, CallTimeout: 5 * time.Second, Attempts: 3,
 		Backoff: func(_ int, retryAfter time.Duration) time.Duration {
 			e.mu.Lock()

@@ -32,7 +32,7 @@ func newMutationWorld(t *testing.T) *mutationWorld {
 	f.AddRepo(7, mutRepo)
 	f.SetBranch(mutRepo, "fix-12", headOld)
 	f.SetPull(mutRepo, forgetest.Pull{Number: 34, State: "open", HeadRef: "fix-12", HeadSHA: headOld})
-	return &mutationWorld{forge: f, r: &reconcile.Resolver{Forge: reconcile.Gitea(f.URL, ""), Timeout: 5 * time.Second},
+	return &mutationWorld{forge: f, r: &reconcile.Resolver{Forge: reconcile.Gitea(f.URL, "", 0), Timeout: 5 * time.Second},
 		sess: &checkpointd.Session{ID: "ses_1", Repo: mutRepo, Branch: "fix-12"}, at: time.Now().Add(-time.Minute)}
 }
 

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +78,9 @@ type Reconciler struct {
 
 	once sync.Once
 	sem  chan struct{}
+	// next is the key of the first ref the last pass had no time to ask
+	// about: the next pass goes on from there (passes never overlap).
+	next string
 }
 
 func (r *Reconciler) init() {
@@ -176,10 +181,33 @@ func (r *Reconciler) Once(ctx context.Context, trigger string) (*Report, error) 
 	}
 	r.log().Info("reconcile pass", slog.String("id", id), slog.String("trigger", trigger),
 		slog.Int("sessions", p.rep.SessionsChecked), slog.Int("refs", p.rep.Refs),
-		slog.Int("refs_unverified", p.rep.RefsUnverified), slog.Int("forge_calls", p.rep.ForgeCalls),
+		slog.Int("refs_unverified", p.rep.RefsUnverified), slog.Int("refs_deferred", p.rep.RefsDeferred), slog.Int("forge_calls", p.rep.ForgeCalls),
 		logattr.Counts("verdicts", p.rep.Verdicts), logattr.Counts("changed", p.rep.Changed), slog.Int64("duration_ms", p.rep.DurationMS))
 	return p.rep, err
 }
+
+// inTurn orders the refs a pass asks about: first those with an
+// unverified session (nothing on them can resume until the forge is
+// asked), then the others from the key next on, round the list, so that
+// passes that run out of time go round every ref in turn rather than ask
+// about the same first ones each time.
+func inTurn(refs []store.ActiveRef, next string) []store.ActiveRef {
+	var first, rest []store.ActiveRef
+	for _, r := range refs {
+		if r.Unverified {
+			first = append(first, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	slices.SortFunc(first, func(a, b store.ActiveRef) int { return strings.Compare(refKey(a), refKey(b)) })
+	slices.SortFunc(rest, func(a, b store.ActiveRef) int { return strings.Compare(refKey(a), refKey(b)) })
+	from, _ := slices.BinarySearchFunc(rest, next, func(r store.ActiveRef, key string) int { return strings.Compare(refKey(r), key) })
+	return slices.Concat(first, rest[from:], rest[:from])
+}
+
+// refKey orders and names a ref across passes.
+func refKey(r store.ActiveRef) string { return strings.ToLower(r.Repo) + "\x00" + r.Name() }
 
 // pass is the state of one reconcile pass.
 type pass struct {
@@ -210,11 +238,20 @@ func (p *pass) run(ctx context.Context) error {
 	moves := store.NewMoves(set.Refs)
 	defer func() { p.rep.Changed = moves.Counts() }() // also when the pass stops early
 
-	answers := p.askAll(ctx, set.Refs)
+	refs := inTurn(set.Refs, p.r.next)
+	answers := p.askAll(ctx, refs)
 	var obs []checkpointd.Observation
 	failed := map[string][]store.ActiveRef{} // reason → refs
 	var forgeErrs []error
+	p.r.next = ""
 	for _, a := range answers {
+		if errors.Is(a.err, errDeferred) {
+			if p.rep.RefsDeferred == 0 {
+				p.r.next = refKey(a.ref)
+			}
+			p.rep.RefsDeferred++
+			continue
+		}
 		if errors.Is(a.err, ErrForgeNotConfigured) {
 			// No forge is no evidence either way: sessions keep what
 			// webhooks said (after boot, unverified).

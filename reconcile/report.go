@@ -27,10 +27,14 @@ type Report struct {
 	// SessionsChecked counts the active sessions that were not already
 	// invalidated (invalidated is final; nothing can change it).
 	SessionsChecked int `json:"sessions_checked"`
-	// Refs counts the distinct refs asked about; ForgeCalls the HTTP
+	// Refs counts the distinct refs of the pass; ForgeCalls the HTTP
 	// requests made (redirects, retries and repository checks included).
+	// RefsDeferred counts the refs it had no time left to ask about (more
+	// refs than the forge's rate lets one pass ask): their sessions keep
+	// their validity, and the next pass goes on from them.
 	Refs           int `json:"refs"`
 	RefsUnverified int `json:"refs_unverified"`
+	RefsDeferred   int `json:"refs_deferred"`
 	ForgeCalls     int `json:"forge_calls"`
 	// Verdicts counts every active session by its validity after the pass;
 	// Changed counts the sessions this pass moved to each validity.

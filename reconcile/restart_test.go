@@ -31,7 +31,7 @@ func TestRestartNeedsReconcile(t *testing.T) {
 		// The restart: a new store on the same database, reset before
 		// anything is served.
 		after := newEnvOn(t, storetest.OpenURL(t, url, checkpointd.SystemClock{}))
-		after.r.Forge = reconcile.Gitea(before.forge.URL, "")
+		after.r.Forge = reconcile.Gitea(before.forge.URL, "", 0)
 		n, err := after.s.ResetValidity(t.Context(), "the daemon restarted; not reconciled since")
 		if err != nil || n != 2 {
 			t.Fatalf("ResetValidity: %d %v, want 2 sessions", n, err)

@@ -25,6 +25,9 @@ type ActiveRef struct {
 	Branch   string // set for a branch ref …
 	PR       int64  // … or a PR number
 	Sessions []string
+	// Unverified: one of its sessions is unverified (a pass asks about
+	// these first: none of them can resume until it has).
+	Unverified bool
 }
 
 // Name is how the ref is keyed in live_refs and reports: branch:<name> or pr:<n>.
@@ -59,31 +62,34 @@ func (s *Store) ActiveRefs(ctx context.Context) (*ActiveSet, error) {
 		PR       int64  `db:"pr"`
 		Worktree string `db:"worktree"`
 		Head     string `db:"head"`
+		Validity string `db:"validity"`
 	}
-	if err := s.rdb.SelectContext(ctx, &rows, `SELECT id, repo, repo_key, branch, pr, worktree, head FROM sessions
+	if err := s.rdb.SelectContext(ctx, &rows, `SELECT id, repo, repo_key, branch, pr, worktree, head, validity FROM sessions
 WHERE state = 'active' AND validity <> 'invalidated' ORDER BY id`); err != nil {
 		return nil, s.classify(err)
 	}
 	set := &ActiveSet{Sessions: len(rows)}
 	refs, repos := map[string]*ActiveRef{}, map[string]bool{}
-	add := func(repoKey, repo, branch string, pr int64, id string) {
+	add := func(repoKey, repo, branch string, pr int64, id string, unverified bool) {
 		r := ActiveRef{Repo: repo, Branch: branch, PR: pr}
 		key := repoKey + "\x00" + r.Name()
 		if refs[key] == nil {
 			refs[key] = &r
 		}
 		refs[key].Sessions = append(refs[key].Sessions, id)
+		refs[key].Unverified = refs[key].Unverified || unverified
 	}
 	for _, r := range rows {
 		if !repos[r.RepoKey] {
 			repos[r.RepoKey] = true
 			set.Repos = append(set.Repos, r.Repo)
 		}
+		unverified := r.Validity == string(checkpointd.ValidityUnverified)
 		if r.Branch != "" {
-			add(r.RepoKey, r.Repo, r.Branch, 0, r.ID)
+			add(r.RepoKey, r.Repo, r.Branch, 0, r.ID, unverified)
 		}
 		if r.PR > 0 {
-			add(r.RepoKey, r.Repo, "", r.PR, r.ID)
+			add(r.RepoKey, r.Repo, "", r.PR, r.ID, unverified)
 		}
 		if r.Worktree != "" {
 			set.Worktrees = append(set.Worktrees, ActiveWorktree{SessionID: r.ID, Repo: r.Repo, Branch: r.Branch, Head: r.Head, Path: r.Worktree})

@@ -226,10 +226,11 @@ func jsonHas(data json.RawMessage, key, want string) bool {
 }
 
 // TestActiveRefs: the distinct refs of active sessions that can still
-// change, each with its sessions, however the repo is spelled.
+// change, each with its sessions and whether one is unverified, however
+// the repo is spelled.
 func TestActiveRefs(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
-		s, _, _ := rcOpen(t, b)
+		s, _, raw := rcOpen(t, b)
 		ctx := t.Context()
 		mk := func(repo, branch string, pr int64, worktree string) string {
 			sess, err := s.CreateSession(ctx, store.NewSession{Repo: repo, Role: "author", Branch: branch, PR: pr, Worktree: worktree})
@@ -256,10 +257,24 @@ func TestActiveRefs(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := &store.ActiveSet{Sessions: 4, Repos: []string{"Acme/W"},
-			Refs:      []store.ActiveRef{{Repo: "Acme/W", Branch: "main", Sessions: []string{a, b2}}, {Repo: "acme/w", PR: 7, Sessions: []string{b2, c}}},
+			// New sessions are unverified (no checkpoint yet): each ref
+			// says so (reconcile asks about those first).
+			Refs: []store.ActiveRef{{Repo: "Acme/W", Branch: "main", Sessions: []string{a, b2}, Unverified: true},
+				{Repo: "acme/w", PR: 7, Sessions: []string{b2, c}, Unverified: true}},
 			Worktrees: []store.ActiveWorktree{{SessionID: a, Repo: "Acme/W", Branch: "main", Path: "/srv/w1"}}}
 		if diff := cmp.Diff(want, set); diff != "" {
 			t.Errorf("ActiveRefs (-want +got):\n%s\n(gone session %s is invalidated)", diff, gone)
+		}
+		// Both sessions on main verified (c, on PR 7 alone, not).
+		q := `UPDATE sessions SET validity = 'valid' WHERE id IN ('` + a + `', '` + b2 + `')`
+		if _, err := raw.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		if set, err = s.ActiveRefs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(set.Refs) != 2 || set.Refs[0].Unverified || !set.Refs[1].Unverified {
+			t.Errorf("refs once main's sessions are valid: %+v; want main not unverified, PR 7 unverified", set.Refs)
 		}
 	})
 }

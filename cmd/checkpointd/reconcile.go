@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -31,6 +32,8 @@ func reconcileServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
 			Usage: "base URL of the Gitea/Forgejo server reconcile asks for live heads (https://gitea.example.com); without it every session stays unverified"},
 		&cli.StringFlag{Name: "gitea-token", Sources: from("CHECKPOINTD_GITEA_TOKEN"),
 			Usage: "Gitea/Forgejo access token that can read the sessions' repositories (scope read:repository); empty for public repositories only"},
+		&cli.Float64Flag{Name: "gitea-rate", Value: reconcile.DefaultForgeRate, Sources: from("CHECKPOINTD_GITEA_RATE"),
+			Usage: "requests a second this daemon sends the forge at most (reconcile, pending mutations, commit statuses); a pass asks about the refs that fit in 3/5 of its 5 minutes and the next goes on from there"},
 		&cli.DurationFlag{Name: "reconcile-interval", Value: 5 * time.Minute, Sources: from("CHECKPOINTD_RECONCILE_INTERVAL"),
 			Usage: "time between reconcile passes; the first runs at start, in the background"},
 		&cli.BoolFlag{Name: "forge-status", Sources: from("CHECKPOINTD_FORGE_STATUS"),
@@ -172,7 +175,10 @@ func reconcilerFrom(c *cli.Command, s *store.Store, log *slog.Logger) (*reconcil
 		return nil, errors.New("--gitea-url must not carry credentials: give the token with --gitea-token or CHECKPOINTD_GITEA_TOKEN")
 	}
 	r.ForgeURL = strings.TrimRight(u.String(), "/")
-	r.Forge = reconcile.Gitea(r.ForgeURL, strings.TrimSpace(c.String("gitea-token")))
+	if rate := c.Float64("gitea-rate"); rate <= 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
+		return nil, fmt.Errorf("--gitea-rate must be a positive number of requests a second, not %v", rate)
+	}
+	r.Forge = reconcile.Gitea(r.ForgeURL, strings.TrimSpace(c.String("gitea-token")), c.Float64("gitea-rate"))
 	return r, nil
 }
 

@@ -39,3 +39,15 @@ func TestServeWebhookMaxBody(t *testing.T) {
 		}
 	}
 }
+
+// TestServeGiteaRateRefused: a forge rate that is not a positive number
+// of requests a second stops the start, naming the flag.
+func TestServeGiteaRateRefused(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"0", "-5", "NaN", "+Inf"} {
+		err := serveRefused(t, nil, "--data-dir", t.TempDir(), "--gitea-url", "http://127.0.0.1:1", "--gitea-rate", bad)
+		if !strings.Contains(err.Error(), "--gitea-rate must be a positive number") {
+			t.Errorf("--gitea-rate %s: %v", bad, err)
+		}
+	}
+}
