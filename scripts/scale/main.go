@@ -11,8 +11,11 @@
 // and repos of their own: one session in 1000 on the repo rare/one, the
 // others over 100 repos), starts the daemon again (the boot, with its
 // reconcile, is timed) and times each request -reps times, printing the
-// median. Everything is on loopback; the PostgreSQL database
-// checkpointd_scale is created and dropped on the server of -pg.
+// median. The daemon reconciles against a fake Gitea (reconcile/forgetest)
+// serving every session's branch at its head, so the boot pass asks about
+// each distinct ref, as against a real forge. Everything is on loopback;
+// the PostgreSQL database checkpointd_scale is created and dropped on the
+// server of -pg.
 //
 // Each cloned checkpoint's free text is sealed again for its own row with
 // the key file in the data directory, so the clones read back as the
@@ -42,6 +45,8 @@ import (
 
 	_ "github.com/lib/pq"
 	_ "modernc.org/sqlite"
+
+	"github.com/checkpointd/checkpointd/reconcile/forgetest"
 )
 
 func main() {
@@ -96,7 +101,9 @@ func fail(err error) {
 // The measurements, in the order of the table.
 var measured = []string{
 	"boot to ready (s)",
+	"boot reconcile refs (count)",
 	"boot reconcile pass",
+	"boot reconcile refs deferred (count)",
 	"GET /v1/fleet",
 	"GET /v1/sessions?limit=50",
 	"GET /v1/sessions?repo=rare/*",
@@ -127,6 +134,8 @@ type run struct {
 	agent    string
 	cookie   *http.Cookie
 	sample   struct{ id, run string }
+	forge    *forgetest.Server
+	forgeTB  *scriptTB
 }
 
 func (r *run) measure(ctx context.Context) error {
@@ -141,6 +150,8 @@ func (r *run) measure(ctx context.Context) error {
 		r.dbURL = u
 		defer dropScratch(r.pg)
 	}
+	r.startForge()
+	defer r.stopForge()
 	if _, err := r.start(); err != nil {
 		return err
 	}
@@ -153,6 +164,12 @@ func (r *run) measure(ctx context.Context) error {
 		return fmt.Errorf("clone: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "scale: %s n=%d filled in %s\n", r.backend, r.n, time.Since(start).Round(time.Second))
+	refs, err := r.serveRefs(ctx)
+	if err != nil {
+		return fmt.Errorf("serving the refs: %w", err)
+	}
+	r.times["boot reconcile refs (count)"] = float64(refs)
+	booted := time.Now()
 	boot, err := r.start()
 	if err != nil {
 		return err
@@ -162,7 +179,7 @@ func (r *run) measure(ctx context.Context) error {
 	if err := r.signIn(); err != nil {
 		return err
 	}
-	if r.times["boot reconcile pass"], err = r.bootPass(); err != nil {
+	if r.times["boot reconcile pass"], err = r.bootPass(refs, booted); err != nil {
 		return err
 	}
 	if err := r.readClone(ctx); err != nil {
@@ -263,22 +280,34 @@ func (r *run) readClone(ctx context.Context) error {
 	return nil
 }
 
-// bootPass waits for the boot's reconcile pass and returns its duration
-// in ms, as its report says.
-func (r *run) bootPass() (float64, error) {
+// bootPass waits for the reconcile pass of the boot at booted (not the
+// template run's) and returns its duration in ms, as its report says; it
+// fails unless the pass had every ref and asked the forge about each it
+// did not defer (their number is a row of the table).
+func (r *run) bootPass(refs int, booted time.Time) (float64, error) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var last struct {
 			Report *struct {
-				Trigger    string `json:"trigger"`
-				DurationMS int64  `json:"duration_ms"`
+				Trigger    string    `json:"trigger"`
+				StartedAt  time.Time `json:"started_at"`
+				DurationMS int64     `json:"duration_ms"`
+				Refs       int       `json:"refs"`
+				Unverified int       `json:"refs_unverified"`
+				Deferred   int       `json:"refs_deferred"`
+				ForgeCalls int       `json:"forge_calls"`
 			} `json:"report"`
 		}
 		if err := r.call(r.operator, http.MethodGet, "/v1/reconcile/last", "", &last, http.StatusOK); err != nil {
 			return 0, err
 		}
-		if last.Report != nil && last.Report.Trigger == "boot" {
-			return float64(last.Report.DurationMS), nil
+		if rep := last.Report; rep != nil && rep.Trigger == "boot" && !rep.StartedAt.Before(booted.Truncate(time.Second)) {
+			if rep.Refs != refs || rep.Unverified != 0 || rep.ForgeCalls < refs-rep.Deferred {
+				return 0, fmt.Errorf("the boot reconcile had %d refs (%d unverified, %d deferred) in %d forge calls; the forge serves %d",
+					rep.Refs, rep.Unverified, rep.Deferred, rep.ForgeCalls, refs)
+			}
+			r.times["boot reconcile refs deferred (count)"] = float64(rep.Deferred)
+			return float64(rep.DurationMS), nil
 		}
 		if time.Now().After(deadline) {
 			return 0, errors.New("no boot reconcile pass within 5 minutes")
@@ -411,7 +440,13 @@ func (r *run) start() (time.Duration, error) {
 	// before a 100k fill ends: with the default window they would all read
 	// as unresponsive (and be marked so, 100k rows at once), where a
 	// working fleet's runs are heard within it.
-	args := []string{"serve", "--listen", addr, "--data-dir", r.dir, "--log-level", "warn", "--run-liveness", "24h"}
+	// The interval's reconcile passes are left out (every 24 h): one
+	// asks the forge about every ref again, which would run beside the
+	// timed requests; the boot's pass is timed on its own, at a forge
+	// rate that does not bind (the daemon's own cost per ref; at the
+	// default 50 a second the forge's budget is what a pass waits for).
+	args := []string{"serve", "--listen", addr, "--data-dir", r.dir, "--log-level", "warn", "--run-liveness", "24h",
+		"--gitea-url", r.forge.URL, "--gitea-rate", "1000000", "--reconcile-interval", "24h"}
 	if r.dbURL != "" {
 		args = append(args, "--database-url", r.dbURL)
 	}
@@ -420,6 +455,7 @@ func (r *run) start() (time.Duration, error) {
 		return 0, err
 	}
 	r.daemon = exec.Command(r.bin, args...)
+	r.daemon.Env = append(os.Environ(), "CHECKPOINTD_GITEA_TOKEN="+forgeToken)
 	r.daemon.Stdout, r.daemon.Stderr = logf, logf
 	began := time.Now()
 	if err := r.daemon.Start(); err != nil {
@@ -585,9 +621,12 @@ func printTable(w io.Writer, backend string, ns []int, results map[int]map[strin
 		fmt.Fprintf(w, "| %s |", name)
 		for _, n := range ns {
 			v := results[n][name]
-			if strings.HasSuffix(name, "(s)") {
+			switch {
+			case strings.HasSuffix(name, "(s)"):
 				fmt.Fprintf(w, " %.1f |", v/1000)
-			} else {
+			case strings.HasSuffix(name, "(count)"):
+				fmt.Fprintf(w, " %.0f |", v)
+			default:
 				fmt.Fprintf(w, " %.1f |", v)
 			}
 		}
