@@ -29,11 +29,12 @@ type repoCheck struct {
 	err  error
 }
 
-// askShare is the part of a pass's time it asks the forge in; the rest is
-// for recording what it learned (a pass over 100k sessions observes for
-// seconds), so a pass with more refs than the forge's rate lets it ask
-// still records its answers.
-const askShare = 0.6
+// askReserve is the part of a pass's time it does not ask the forge in:
+// what the last chunk's recording and the pass's summary take (a chunk of
+// refs records in a second or two), so a pass with more refs than the
+// forge's rate, or the store, lets it get through still records what it
+// asked.
+const askReserve = 0.2
 
 // errDeferred is the answer to a ref the pass had no time left to ask
 // about: no evidence either way, and no failure of the forge. Its sessions
@@ -42,27 +43,29 @@ const askShare = 0.6
 var errDeferred = errors.New("not asked: the pass ran out of time before this ref's turn")
 
 // askAll asks the forge about the refs, Concurrency at a time, in order
-// (the order puts first what must be asked first), for askShare of the
-// time ctx leaves: the refs not answered by then get errDeferred. Without
-// a forge, or when it cannot be opened, every ref gets that as its error.
+// (the order puts first what must be asked first), until askReserve of the
+// pass's time is left: the refs not answered by then get errDeferred.
+// Without a forge, or when it cannot be opened, every ref gets that as its
+// error.
 func (p *pass) askAll(ctx context.Context, refs []store.ActiveRef) []answer {
 	out := make([]answer, len(refs))
 	for i, ref := range refs {
 		out[i].ref = ref
 	}
 	if p.r.Forge == nil {
-		p.rep.Error = ErrForgeNotConfigured.Error()
 		for i := range out {
 			out[i].err = ErrForgeNotConfigured
 		}
 		return out
 	}
-	askCtx := ctx
-	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		askCtx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Duration(askShare*float64(time.Until(deadline)))))
-		defer cancel()
+	if p.askUntil.IsZero() {
+		p.askUntil = time.Now().Add(24 * time.Hour)
+		if deadline, ok := ctx.Deadline(); ok {
+			p.askUntil = deadline.Add(-time.Duration(askReserve * float64(time.Until(deadline))))
+		}
 	}
+	askCtx, cancel := context.WithDeadline(ctx, p.askUntil)
+	defer cancel()
 	// The forge's calls, and the waits for its rate, end with askCtx.
 	f, err := p.r.Forge(askCtx, orDefault(p.r.CallTimeout, 10*time.Second))
 	if err != nil {
@@ -94,7 +97,7 @@ func (p *pass) askAll(ctx context.Context, refs []store.ActiveRef) []answer {
 	}
 	close(work)
 	wg.Wait()
-	p.rep.ForgeCalls = f.Calls()
+	p.rep.ForgeCalls += f.Calls()
 	return out
 }
 

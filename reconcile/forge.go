@@ -261,9 +261,9 @@ func answeredAs(resp *gitea.Response) string {
 // DefaultForgeRate and forgeBurst bound the requests a daemon sends its
 // forge, whoever asks: well under what Gitea's and Forgejo's own rate
 // limiters allow when an operator turns them on. At 50 a second a pass
-// of the default 5 minutes asks about some 9 000 refs (askShare of its
-// time); a fleet with more goes round them over several passes, or its
-// operator raises the rate (--gitea-rate).
+// of the default 5 minutes asks about some 10 000 refs (until askReserve
+// of its time is left); a fleet with more goes round them over several
+// passes, or its operator raises the rate (--gitea-rate).
 const (
 	DefaultForgeRate = 50
 	forgeBurst       = 50

@@ -209,6 +209,59 @@ func inTurn(refs []store.ActiveRef, next string) []store.ActiveRef {
 // refKey orders and names a ref across passes.
 func refKey(r store.ActiveRef) string { return strings.ToLower(r.Repo) + "\x00" + r.Name() }
 
+// passChunk is how many refs a pass asks about before it records what
+// they said.
+const passChunk = 200
+
+// record applies one chunk's answers: the observations, then the refs the
+// forge could not answer about (after the observations: a session with
+// one unanswered ref among two ends unverified, never valid). Deferred
+// refs change nothing; the first one is where the next pass goes on. It
+// returns the forge's failures, to log.
+func (p *pass) record(ctx context.Context, answers []answer, moves *store.Moves) ([]error, error) {
+	st := p.r.Store
+	var obs []checkpointd.Observation
+	failed := map[string][]store.ActiveRef{} // reason → refs
+	var forgeErrs []error
+	for _, a := range answers {
+		switch {
+		case errors.Is(a.err, errDeferred):
+			if p.rep.RefsDeferred == 0 {
+				p.r.next = refKey(a.ref)
+			}
+			p.rep.RefsDeferred++
+		case errors.Is(a.err, ErrForgeNotConfigured):
+			// No forge is no evidence either way: sessions keep what
+			// webhooks said (after boot, unverified).
+			p.rep.RefsUnverified++
+		case a.err != nil:
+			failed[a.err.Error()] = append(failed[a.err.Error()], a.ref)
+			p.rep.addError(a.ref.Repo, a.ref.Name()+": "+a.err.Error())
+			if p.repoCodes[a.ref.Repo] == "" {
+				p.repoCodes[a.ref.Repo] = failureCode(a.err)
+			}
+			forgeErrs = append(forgeErrs, fmt.Errorf("%s %s: %w", a.ref.Repo, a.ref.Name(), a.err))
+		default:
+			obs = append(obs, checkpointd.Observation{Repo: a.ref.Repo, Branch: a.ref.Branch, PR: a.ref.PR,
+				Head: a.ans.Head, End: a.ans.End, Authoritative: true, Source: p.source})
+		}
+	}
+	if len(obs) > 0 {
+		eff, err := st.Observe(ctx, obs, moves)
+		if err != nil {
+			return forgeErrs, fmt.Errorf("observe: %w", err)
+		}
+		p.rep.Leases.ReleasedByRefs += eff.LeasesReleased
+	}
+	for reason, refs := range failed {
+		p.rep.RefsUnverified += len(refs)
+		if _, err := st.MarkUnverified(ctx, refs, reason, p.source, moves); err != nil {
+			return forgeErrs, fmt.Errorf("mark unverified: %w", err)
+		}
+	}
+	return forgeErrs, nil
+}
+
 // pass is the state of one reconcile pass.
 type pass struct {
 	r      *Reconciler
@@ -219,6 +272,7 @@ type pass struct {
 	learned    map[string]int64 // repo name (as asked, lower-cased) → id, from answers under that name
 	repoChecks map[string]*repoCheck
 	repoCodes  map[string]string // repo → failure code of its first unanswered ref (errors.go)
+	askUntil   time.Time         // when the pass stops asking (askReserve of its time left)
 }
 
 func (p *pass) run(ctx context.Context) error {
@@ -238,57 +292,29 @@ func (p *pass) run(ctx context.Context) error {
 	moves := store.NewMoves(set.Refs)
 	defer func() { p.rep.Changed = moves.Counts() }() // also when the pass stops early
 
+	// A chunk at a time: asked about, then recorded and settled, so a pass
+	// that runs out of time keeps what it learned, and no transaction
+	// holds the sessions of more than one chunk's refs.
+	if p.r.Forge == nil {
+		p.rep.Error = ErrForgeNotConfigured.Error()
+	}
 	refs := inTurn(set.Refs, p.r.next)
-	answers := p.askAll(ctx, refs)
-	var obs []checkpointd.Observation
-	failed := map[string][]store.ActiveRef{} // reason → refs
-	var forgeErrs []error
 	p.r.next = ""
-	for _, a := range answers {
-		if errors.Is(a.err, errDeferred) {
-			if p.rep.RefsDeferred == 0 {
-				p.r.next = refKey(a.ref)
-			}
-			p.rep.RefsDeferred++
-			continue
+	var answers []answer
+	var forgeErrs []error
+	for chunk := range slices.Chunk(refs, passChunk) {
+		got := p.askAll(ctx, chunk)
+		answers = append(answers, got...)
+		errs, err := p.record(ctx, got, moves)
+		forgeErrs = append(forgeErrs, errs...)
+		if err != nil {
+			return err
 		}
-		if errors.Is(a.err, ErrForgeNotConfigured) {
-			// No forge is no evidence either way: sessions keep what
-			// webhooks said (after boot, unverified).
-			p.rep.RefsUnverified++
-			continue
-		}
-		if a.err != nil {
-			failed[a.err.Error()] = append(failed[a.err.Error()], a.ref)
-			p.rep.addError(a.ref.Repo, a.ref.Name()+": "+a.err.Error())
-			if p.repoCodes[a.ref.Repo] == "" {
-				p.repoCodes[a.ref.Repo] = failureCode(a.err)
-			}
-			forgeErrs = append(forgeErrs, fmt.Errorf("%s %s: %w", a.ref.Repo, a.ref.Name(), a.err))
-			continue
-		}
-		obs = append(obs, checkpointd.Observation{Repo: a.ref.Repo, Branch: a.ref.Branch, PR: a.ref.PR,
-			Head: a.ans.Head, End: a.ans.End, Authoritative: true, Source: p.source})
 	}
 	if len(forgeErrs) > 0 {
 		// Logged once here, where they are handled: they never stop a pass.
 		p.r.log().Warn("reconcile: the forge could not answer for some refs", slog.Int("refs", len(forgeErrs)),
 			slog.Any("err", errors.Join(forgeErrs...)))
-	}
-	if len(obs) > 0 {
-		eff, err := st.Observe(ctx, obs, moves)
-		if err != nil {
-			return fmt.Errorf("observe: %w", err)
-		}
-		p.rep.Leases.ReleasedByRefs = eff.LeasesReleased
-	}
-	// After the observations: a session with one unanswered ref among two
-	// ends unverified, never valid.
-	for reason, refs := range failed {
-		p.rep.RefsUnverified += len(refs)
-		if _, err := st.MarkUnverified(ctx, refs, reason, p.source, moves); err != nil {
-			return fmt.Errorf("mark unverified: %w", err)
-		}
 	}
 	if err := p.renames(ctx, set.Repos, answers); err != nil {
 		return err

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -105,5 +106,26 @@ func TestRefsGoRoundInTurns(t *testing.T) {
 			t.Errorf("a pass with time for every ref asked %v, deferred %d", got, deferred)
 		}
 		expect(branches...)
+	})
+}
+
+// TestPassInChunks: a pass over more refs than one chunk records each
+// chunk as it goes and adds them up: every session valid, every ref asked
+// once, the report's counts over all chunks.
+func TestPassInChunks(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		e := newEnv(t, b)
+		e.forge.AddRepo(1, "acme/widgets")
+		const n = 450 // two chunks of 200 and part of a third
+		for i := range n {
+			br := "fix-" + strconv.Itoa(i)
+			e.forge.SetBranch("acme/widgets", br, sha(i))
+			e.session("acme/widgets", br, 0, sha(i))
+		}
+		rep := e.pass()
+		if rep.Refs != n || rep.ForgeCalls != n || rep.RefsDeferred != 0 || rep.Verdicts["valid"] != n || rep.Changed["valid"] != n {
+			t.Errorf("report: refs %d, forge calls %d, deferred %d, verdicts %v, changed %v; want %d of each, all valid",
+				rep.Refs, rep.ForgeCalls, rep.RefsDeferred, rep.Verdicts, rep.Changed, n)
+		}
 	})
 }

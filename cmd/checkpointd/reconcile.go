@@ -33,7 +33,7 @@ func reconcileServeFlags(from func(string) cli.ValueSourceChain) []cli.Flag {
 		&cli.StringFlag{Name: "gitea-token", Sources: from("CHECKPOINTD_GITEA_TOKEN"),
 			Usage: "Gitea/Forgejo access token that can read the sessions' repositories (scope read:repository); empty for public repositories only"},
 		&cli.Float64Flag{Name: "gitea-rate", Value: reconcile.DefaultForgeRate, Sources: from("CHECKPOINTD_GITEA_RATE"),
-			Usage: "requests a second this daemon sends the forge at most (reconcile, pending mutations, commit statuses); a pass asks about the refs that fit in 3/5 of its 5 minutes and the next goes on from there"},
+			Usage: "requests a second this daemon sends the forge at most (reconcile, pending mutations, commit statuses); a pass asks about the refs that fit in 4 of its 5 minutes and the next goes on from there"},
 		&cli.DurationFlag{Name: "reconcile-interval", Value: 5 * time.Minute, Sources: from("CHECKPOINTD_RECONCILE_INTERVAL"),
 			Usage: "time between reconcile passes; the first runs at start, in the background"},
 		&cli.BoolFlag{Name: "forge-status", Sources: from("CHECKPOINTD_FORGE_STATUS"),

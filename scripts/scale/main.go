@@ -295,6 +295,7 @@ func (r *run) bootPass(refs int, booted time.Time) (float64, error) {
 				Refs       int       `json:"refs"`
 				Unverified int       `json:"refs_unverified"`
 				Deferred   int       `json:"refs_deferred"`
+				Error      string    `json:"error"`
 				ForgeCalls int       `json:"forge_calls"`
 			} `json:"report"`
 		}
@@ -305,6 +306,9 @@ func (r *run) bootPass(refs int, booted time.Time) (float64, error) {
 			if rep.Refs != refs || rep.Unverified != 0 || rep.ForgeCalls < refs-rep.Deferred {
 				return 0, fmt.Errorf("the boot reconcile had %d refs (%d unverified, %d deferred) in %d forge calls; the forge serves %d",
 					rep.Refs, rep.Unverified, rep.Deferred, rep.ForgeCalls, refs)
+			}
+			if rep.Error != "" {
+				fmt.Fprintf(os.Stderr, "scale: n=%d: the boot reconcile pass says: %s\n", r.n, rep.Error)
 			}
 			r.times["boot reconcile refs deferred (count)"] = float64(rep.Deferred)
 			return float64(rep.DurationMS), nil
