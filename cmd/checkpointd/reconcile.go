@@ -230,7 +230,8 @@ func reconcileCommand(from func(string) cli.ValueSourceChain, clientFlags []cli.
 
 func printReport(w io.Writer, r *reconcile.Report) {
 	fmt.Fprintf(w, "reconcile %s (%s) took %dms; forge: %s\n", r.ID, r.Trigger, r.DurationMS, r.Forge)
-	fmt.Fprintf(w, "sessions checked: %d  refs: %d (%d unverified)  forge calls: %d\n", r.SessionsChecked, r.Refs, r.RefsUnverified, r.ForgeCalls)
+	fmt.Fprintf(w, "sessions checked: %d  refs: %d (%d unverified, %d deferred to the next pass)  forge calls: %d\n",
+		r.SessionsChecked, r.Refs, r.RefsUnverified, r.RefsDeferred, r.ForgeCalls)
 	fmt.Fprintf(w, "verdicts: %s\n", counts(r.Verdicts))
 	fmt.Fprintf(w, "changed:  %s\n", counts(r.Changed))
 	fmt.Fprintf(w, "leases: expired=%d mismatched=%d lease_lost=%d released_by_refs=%d\n",

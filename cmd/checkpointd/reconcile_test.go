@@ -41,7 +41,7 @@ func TestServeReconcileAcrossRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("checkpointd reconcile: %v", err)
 		}
-		for _, want := range []string{"sessions checked: 1", "forge calls: 1", "verdicts: valid=1", "forge: " + forge.URL} {
+		for _, want := range []string{"sessions checked: 1", "(0 unverified, 0 deferred to the next pass)", "forge calls: 1", "verdicts: valid=1", "forge: " + forge.URL} {
 			if !strings.Contains(out, want) {
 				t.Errorf("reconcile printed %q; want %q in it", out, want)
 			}
