@@ -23,7 +23,7 @@ import (
 func TestRefsGoRoundInTurns(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		e := newEnv(t, b)
-		e.r.Concurrency, e.r.PassTimeout, e.r.Attempts = 1, time.Second, 1
+		e.r.Concurrency, e.r.PassTimeout, e.r.Attempts = 1, 2500*time.Millisecond, 1 // asks for 2 s
 		e.forge.AddRepo(1, "acme/widgets")
 		branches := []string{"b1", "b2", "b3", "b4", "b5"}
 		sessions := map[string]*checkpointd.Session{}
