@@ -422,6 +422,15 @@ type leaseAudit struct {
 	after, afterLease string
 }
 
+// mismatchRow is a lease row of the mismatch audit, with its session.
+type mismatchRow struct {
+	ID           string         `db:"id"`
+	State        string         `db:"state"`
+	SessionState sql.NullString `db:"session_state"`
+	CurrentRun   sql.NullString `db:"current_run_id"`
+	Run          string         `db:"run_id"`
+}
+
 // selectMismatchAudit reads, of the next ? lease rows after ? (a range of
 // the primary key, whatever their state), the held ones whose run is not
 // their session's current run.
@@ -440,20 +449,8 @@ ORDER BY l.id`
 func (s *Store) auditMismatches(ctx context.Context) ([]string, error) {
 	s.audit.mu.Lock()
 	defer s.audit.mu.Unlock()
-	var rows []struct {
-		ID           string         `db:"id"`
-		State        string         `db:"state"`
-		SessionState sql.NullString `db:"session_state"`
-		CurrentRun   sql.NullString `db:"current_run_id"`
-		Run          string         `db:"run_id"`
-	}
-	next, err := auditSlice(s.audit.afterLease, func(after string) (int, string, error) {
-		err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectMismatchAudit), after, leaseAuditChunk)
-		if err != nil || len(rows) == 0 {
-			return 0, "", err
-		}
-		return len(rows), rows[len(rows)-1].ID, nil
-	})
+	var rows []mismatchRow
+	next, err := auditSlice(ctx, s.rdb, selectMismatchAudit, s.audit.afterLease, &rows, func(r mismatchRow) string { return r.ID })
 	if err != nil {
 		return nil, err
 	}
@@ -506,13 +503,7 @@ func (s *Store) auditNamedLeases(ctx context.Context, now time.Time) (int, []str
 	s.audit.mu.Lock()
 	defer s.audit.mu.Unlock()
 	var rows []namedLeaseRow
-	next, err := auditSlice(s.audit.after, func(after string) (int, string, error) {
-		err := s.rdb.SelectContext(ctx, &rows, s.rdb.Rebind(selectLeaseAudit), after, leaseAuditChunk)
-		if err != nil || len(rows) == 0 {
-			return 0, "", err
-		}
-		return len(rows), rows[len(rows)-1].ID, nil
-	})
+	next, err := auditSlice(ctx, s.rdb, selectLeaseAudit, s.audit.after, &rows, func(r namedLeaseRow) string { return r.ID })
 	if err != nil {
 		return 0, nil, err
 	}
@@ -558,21 +549,25 @@ func (s *Store) auditNamedLeases(ctx context.Context, now time.Time) (int, []str
 	return len(rows), lost, nil
 }
 
-// auditSlice reads the next slice of an audit after the cursor with read
-// (which returns how many rows it read and the last one's id), and
+// auditSlice reads into rows the next leaseAuditChunk rows of query (its
+// parameters: the id to read after, the limit) after the cursor, and
 // starts over when the last slice ended the table exactly (or it shrank).
 // It returns the cursor for the next pass ("" to start over), which the
 // caller keeps once it has dealt with the slice: a slice whose pass
 // failed is read again.
-func auditSlice(after string, read func(after string) (n int, last string, err error)) (next string, err error) {
-	n, last, err := read(after)
-	if err == nil && n == 0 && after != "" {
-		n, last, err = read("")
+func auditSlice[T any](ctx context.Context, db *sqlx.DB, query, after string, rows *[]T, id func(T) string) (next string, err error) {
+	read := func(after string) error {
+		*rows = nil
+		return db.SelectContext(ctx, rows, db.Rebind(query), after, leaseAuditChunk)
 	}
-	if err != nil || n < leaseAuditChunk {
+	err = read(after)
+	if err == nil && len(*rows) == 0 && after != "" {
+		err = read("")
+	}
+	if err != nil || len(*rows) < leaseAuditChunk {
 		return "", err
 	}
-	return last, nil
+	return id((*rows)[len(*rows)-1]), nil
 }
 
 // rejudgeNamedLeases judges sessions ids again in one write transaction,

@@ -346,16 +346,22 @@ AND checkpoint_epoch < (SELECT MAX(epoch) FROM drains)`).Scan(&n); err != nil ||
 // analyses is how many times PostgreSQL analyzed sessions (0 on SQLite).
 func (r *run) analyses() int64 {
 	var n int64
+	r.sessionStats(`analyze_count + autoanalyze_count`, &n)
+	return n
+}
+
+// sessionStats reads columns of PostgreSQL's statistics of the sessions
+// table into dest (left as they are on SQLite or on failure).
+func (r *run) sessionStats(columns string, dest ...any) {
 	if r.backend != "postgres" {
-		return n
+		return
 	}
 	db, err := r.open()
 	if err != nil {
-		return n
+		return
 	}
 	defer db.Close()
-	db.QueryRow(`SELECT analyze_count + autoanalyze_count FROM pg_stat_user_tables WHERE relname = 'sessions'`).Scan(&n)
-	return n
+	db.QueryRow(`SELECT ` + columns + ` FROM pg_stat_user_tables WHERE relname = 'sessions'`).Scan(dest...)
 }
 
 // readyAll sets drain_ready on every active session with a run, 2000 at
@@ -403,13 +409,8 @@ func (r *run) hotUpdates() [2]int64 {
 	if r.backend != "postgres" {
 		return n
 	}
-	db, err := r.open()
-	if err != nil {
-		return n
-	}
-	defer db.Close()
 	time.Sleep(11 * time.Second)
-	db.QueryRow(`SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'sessions'`).Scan(&n[0], &n[1])
+	r.sessionStats(`n_tup_upd, n_tup_hot_upd`, &n[0], &n[1])
 	return n
 }
 
