@@ -193,8 +193,9 @@ func (p *Publisher) now() time.Time {
 
 // publish judges branch r over its active sessions (or, when none is
 // active any more, over the session that ended: its last word) and sets
-// that status on the branch's live head and on each session's recorded
-// head. Several sessions on one branch give one status: the worst.
+// that status on each session's recorded head and, unless it is success,
+// on the branch's live head. Several sessions on one branch give one
+// status: the worst.
 func (p *Publisher) publish(ctx context.Context, r ref, trigger *checkpointd.Session) error {
 	if err := p.Store.Settled(ctx); err != nil {
 		return err
@@ -227,7 +228,11 @@ func (p *Publisher) publish(ctx context.Context, r ref, trigger *checkpointd.Ses
 	if err != nil {
 		return err
 	}
-	if live != nil && live.State == checkpointd.RefOpen && checkpointd.ValidCommitID(live.Head) {
+	// Success goes only on heads a session's checkpoint names. A live head
+	// none names came after the sessions were read (a push not yet
+	// judged): it gets pending or failure, the safe way, and its own
+	// judgement follows on the feed.
+	if live != nil && live.State == checkpointd.RefOpen && checkpointd.ValidCommitID(live.Head) && state != checkpointd.StatusSuccess {
 		shas[strings.ToLower(live.Head)] = true
 	}
 	post := reconcile.StatusPost{Context: checkpointd.StatusContext, State: string(state), Description: why}

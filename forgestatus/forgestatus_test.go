@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,5 +281,55 @@ func TestStatusSettlesOnTheLastChange(t *testing.T) {
 		if err != nil || sess.Validity != checkpointd.ValidityValid {
 			t.Fatalf("session after the pushes: %v %v", sess.Validity, err)
 		}
+	})
+}
+
+// liveRefRace is the real store with something done in the moment a
+// publisher has read the sessions and is about to read the live ref.
+type liveRefRace struct {
+	*store.Store
+	armed  atomic.Bool
+	before func() error
+	err    chan error
+}
+
+func (r *liveRefRace) LiveRef(ctx context.Context, sess *checkpointd.Session) (*checkpointd.LiveRef, error) {
+	if r.armed.CompareAndSwap(true, false) {
+		r.err <- r.before()
+	}
+	return r.Store.LiveRef(ctx, sess)
+}
+
+// TestStatusNeverVouchesForAnUnseenHead: a push lands between the
+// publisher's read of a valid session and its read of the branch's live
+// head. The new head is no commit the agent has seen: it must not turn
+// green, not even for a moment (a branch protection rule may merge it then).
+func TestStatusNeverVouchesForAnUnseenHead(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		race := &liveRefRace{err: make(chan error, 1)}
+		w := start(t, b, func(p *forgestatus.Publisher) { race.Store = p.Store.(*store.Store); p.Store = race })
+		w.push(t, checkpointd.Observation{Head: headA})
+		w.checkpoint(t, headA, true)
+		w.awaitLast(t, headA, "success", "#1 is complete")
+		race.before = func() error {
+			obs := checkpointd.Observation{Repo: repo, Branch: "fix-12", Head: headB, Before: headA, Source: "webhook:race"}
+			if _, _, err := w.s.ApplyDelivery(context.Background(), store.DeliveryRecord{ID: "race", Event: "push", Forge: "gitea", Repo: repo},
+				[]checkpointd.Observation{obs}); err != nil {
+				return err
+			}
+			return w.s.Settle(context.Background())
+		}
+		race.armed.Store(true)
+		w.checkpoint(t, headA, true)
+		select {
+		case err := <-race.err:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the publisher did not read the live ref after the checkpoint")
+		}
+		w.await(t, headB, "pending: stale")
+		w.awaitLast(t, headA, "pending", "stale")
 	})
 }
