@@ -135,11 +135,15 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // VerifySessions is how the drain gate asks for fresh evidence about the
 // sessions that block it only by being unverified. A pass costs one forge
 // call per distinct ref however many sessions share it, so it runs a whole
-// pass rather than a partial one; the caller bounds it with ctx. Errors: as
-// Once.
+// pass rather than a partial one; the caller bounds it with ctx. Without a
+// forge no pass could verify anything, so none runs. Errors:
+// ErrForgeNotConfigured, or as Once.
 func (r *Reconciler) VerifySessions(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
+	}
+	if r.Forge == nil {
+		return ErrForgeNotConfigured
 	}
 	_, err := r.Once(ctx, TriggerDrain)
 	return err

@@ -1,9 +1,11 @@
 package reconcile_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/checkpointd/checkpointd"
+	"github.com/checkpointd/checkpointd/reconcile"
 	"github.com/checkpointd/checkpointd/store/storetest"
 )
 
@@ -24,4 +26,20 @@ func TestVerifySessionsForTheDrainGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.expect(sess, checkpointd.ValidityValid, "")
+}
+
+// TestVerifySessionsWithoutAForge: without a forge there is no evidence to
+// fetch. The gate hears why at once, and no pass runs: each blocked drain
+// completion used to run a whole pass that could only say the same.
+func TestVerifySessionsWithoutAForge(t *testing.T) {
+	e := newEnv(t, storetest.SQLite)
+	e.r.Forge = nil
+	sess := e.session("acme/widgets", "main", 0, sha(1))
+	if err := e.r.VerifySessions(t.Context(), []string{sess.ID}); !errors.Is(err, reconcile.ErrForgeNotConfigured) {
+		t.Fatalf("err %v, want ErrForgeNotConfigured", err)
+	}
+	if rep, err := e.s.LastReconcileReport(t.Context()); !errors.Is(err, checkpointd.ErrNotFound) {
+		t.Fatalf("a pass ran: report %s, err %v", rep, err)
+	}
+	e.expect(sess, checkpointd.ValidityUnverified, "")
 }
