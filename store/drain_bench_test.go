@@ -353,7 +353,8 @@ func BenchmarkDrainCompletion(b *testing.B) {
 // BenchmarkDrainStart measures starting a drain over 100k active sessions,
 // all ready for the previous one (start: one row, no session touched), and
 // the reset pass that then moves all 100k into the blocking index (reset:
-// in chunks of its own transactions, in the background).
+// in chunks of its own transactions, in the background); then, with every
+// session blocking, the status and a blocked decision.
 func BenchmarkDrainStart(b *testing.B) {
 	active, _ := drainBenchSize(b)
 	eachBackend(b, func(b *testing.B, be storetest.Backend) {
@@ -391,6 +392,33 @@ func BenchmarkDrainStart(b *testing.B) {
 				}
 			}
 			reportRSS(b)
+		})
+		// The rest of such a drain, every session blocking until it
+		// writes: the status (GET /v1/drain) and a blocked decision.
+		reset := func(b *testing.B) {
+			ready(b)
+			start(b)
+			if n, err := s.ResetWrittenBefore(b.Context()); err != nil || n != active {
+				b.Fatalf("reset %d of %d: %v", n, active, err)
+			}
+		}
+		b.Run("status-after-reset", func(b *testing.B) {
+			reset(b)
+			for b.Loop() {
+				st, err := s.DrainStatus(b.Context(), store.DrainQuery{Limit: 50})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st.Counts.Blocking != int64(active) || len(st.Blocking) != 50 {
+					b.Fatalf("counts %+v, %d listed", st.Counts, len(st.Blocking))
+				}
+			}
+		})
+		b.Run("complete-after-reset", func(b *testing.B) {
+			reset(b)
+			for b.Loop() {
+				completeBlocked(b, s, int64(active))
+			}
 		})
 	})
 }
