@@ -263,3 +263,7 @@ func SetLeaseAuditChunk(t interface{ Cleanup(func()) }, n int) {
 	leaseAuditChunk = n
 	t.Cleanup(func() { leaseAuditChunk = was })
 }
+
+// UnsettledProbes are the statements Settled and the drain decision ask
+// whether any ref waits to be settled with.
+var UnsettledProbes = map[string]string{"unsettled": unsettledProbe, "unsettled, bound": unsettledBoundProbe}

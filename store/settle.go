@@ -96,7 +96,7 @@ func (s *Store) Settled(ctx context.Context) error {
 // unsettled reports whether some ref's sessions wait to be re-judged.
 func unsettled(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
 	var n int
-	err := sqlx.GetContext(ctx, q, &n, `SELECT COUNT(*) FROM (SELECT 1 FROM live_refs WHERE version <> settled_version LIMIT 1) p`)
+	err := sqlx.GetContext(ctx, q, &n, unsettledProbe)
 	return n > 0, err
 }
 
@@ -104,15 +104,26 @@ func unsettled(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
 // a push to a branch nobody works on does not concern a drain.
 func unsettledBound(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
 	var n int
-	err := sqlx.GetContext(ctx, q, &n, `SELECT COUNT(*) FROM (SELECT 1 FROM live_refs l
+	err := sqlx.GetContext(ctx, q, &n, unsettledBoundProbe)
+	return n > 0, err
+}
+
+// The probes read live_refs_unsettled in its order. PostgreSQL estimates
+// version <> settled_version as true of nearly every row, so without the
+// ORDER BY its plan for LIMIT 1 was a scan of the whole table, which
+// found nothing on every answer that settles first: 5–7 ms at 100k refs
+// (TestUnsettledProbesReadTheirIndex).
+const (
+	unsettledProbe = `SELECT COUNT(*) FROM (SELECT 1 FROM live_refs WHERE version <> settled_version
+ORDER BY repo_key, ref LIMIT 1) p`
+	unsettledBoundProbe = `SELECT COUNT(*) FROM (SELECT 1 FROM live_refs l
 WHERE l.version <> l.settled_version AND (
     (l.ref LIKE 'branch:%' AND EXISTS (SELECT 1 FROM sessions s
         WHERE s.repo_key = l.repo_key AND s.branch = substr(l.ref, 8) AND s.state = 'active'))
  OR (l.ref LIKE 'pr:%' AND EXISTS (SELECT 1 FROM sessions s
         WHERE s.repo_key = l.repo_key AND s.pr = CAST(substr(l.ref, 4) AS BIGINT) AND s.state = 'active')))
-LIMIT 1) p`)
-	return n > 0, err
-}
+ORDER BY l.repo_key, l.ref LIMIT 1) p`
+)
 
 // settleRef settles one ref. On PostgreSQL the ref's row is locked first, so
 // two replicas settling the same ref take turns and the later one finds it
