@@ -164,26 +164,10 @@ func TestResetAnalyzesWhatItMoved(t *testing.T) {
 	if err := raw.QueryRowContext(ctx, `SELECT MAX(epoch) FROM drains`).Scan(&epoch); err != nil {
 		t.Fatal(err)
 	}
-	plan := func() string {
-		rows, err := raw.QueryContext(ctx, "EXPLAIN "+sqlx.Rebind(sqlx.DOLLAR, count.Query), epoch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		return strings.Join(lines, "\n")
-	}
 	if n, err := s.ResetWrittenBefore(ctx); err != nil || n != active {
 		t.Fatalf("ResetWrittenBefore: %d, %v; want all %d", n, err, active)
 	}
-	if p := plan(); !strings.Contains(p, "sessions_written_before") || strings.Contains(p, "Seq Scan") {
+	if p := explain(t, raw, sqlx.Rebind(sqlx.DOLLAR, count.Query), epoch); !strings.Contains(p, "sessions_written_before") || strings.Contains(p, "Seq Scan") {
 		t.Errorf("the count of the emptied range after the reset:\n%s\nwant it read from sessions_written_before", p)
 	}
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"database/sql"
 	"strings"
 	"testing"
 
@@ -29,21 +30,31 @@ SELECT 'acme/r' || (i % 50), 'branch:b' || i, md5(i::text), 1, 'webhook:d', 2, 2
 		}
 	}
 	for name, probe := range store.UnsettledProbes {
-		rows, err := raw.QueryContext(ctx, "EXPLAIN "+probe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		rows.Close()
-		if p := strings.Join(lines, "\n"); !strings.Contains(p, "live_refs_unsettled") || strings.Contains(p, "Seq Scan on live_refs") {
+		if p := explain(t, raw, probe); !strings.Contains(p, "live_refs_unsettled") || strings.Contains(p, "Seq Scan on live_refs") {
 			t.Errorf("%s:\n%s\nwant a read of live_refs_unsettled", name, p)
 		}
 	}
+}
+
+// explain is PostgreSQL's plan for query ($n placeholders) with args, one
+// line per node.
+func explain(t *testing.T, db *sql.DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
